@@ -1,0 +1,62 @@
+// Padding of id sequences into a Batch.
+#include "data/batch.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace nmt {
+
+int64_t Batch::src_tokens() const {
+  int64_t n = 0;
+  for (int32_t l : src_lengths) n += l;
+  return n;
+}
+
+int64_t Batch::tgt_tokens() const {
+  int64_t n = 0;
+  for (int32_t l : tgt_lengths) n += l;
+  return n;
+}
+
+static int64_t round_up(int64_t n, int64_t multiple) {
+  n = std::max<int64_t>(n, 1);
+  return multiple > 1 ? (n + multiple - 1) / multiple * multiple : n;
+}
+
+Batch make_batch(const std::vector<std::vector<int32_t>>& sources,
+                 const std::vector<std::vector<int32_t>>& targets, const std::vector<int64_t>& ids,
+                 int64_t pad_multiple) {
+  if (sources.size() != targets.size() || sources.size() != ids.size())
+    throw std::invalid_argument("make_batch: sources, targets and ids differ in count");
+  Batch b;
+  b.sentences = static_cast<int64_t>(sources.size());
+  size_t max_src = 0, max_tgt = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    max_src = std::max(max_src, sources[i].size());
+    max_tgt = std::max(max_tgt, targets[i].size() + 1);
+  }
+  b.src_len = round_up(static_cast<int64_t>(max_src), pad_multiple);
+  b.tgt_len = round_up(static_cast<int64_t>(max_tgt), pad_multiple);
+  b.src.assign(b.sentences * b.src_len, kPadId);
+  b.tgt_in.assign(b.sentences * b.tgt_len, kPadId);
+  b.tgt_out.assign(b.sentences * b.tgt_len, kPadId);
+  b.ids = ids;
+  for (int64_t i = 0; i < b.sentences; ++i) {
+    const auto& s = sources[i];
+    const auto& t = targets[i];
+    std::copy(s.begin(), s.end(), b.src.begin() + i * b.src_len);
+    int32_t* in = b.tgt_in.data() + i * b.tgt_len;
+    int32_t* out = b.tgt_out.data() + i * b.tgt_len;
+    in[0] = kBosId;
+    for (size_t j = 0; j < t.size(); ++j) {
+      in[j + 1] = t[j];
+      out[j] = t[j];
+    }
+    out[t.size()] = kEosId;
+    b.src_lengths.push_back(static_cast<int32_t>(s.size()));
+    b.tgt_lengths.push_back(static_cast<int32_t>(t.size() + 1));
+  }
+  return b;
+}
+
+}  // namespace nmt

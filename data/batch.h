@@ -1,0 +1,33 @@
+// Batch: one padded source/target mini-batch of token ids, the unit every data source hands the
+// model. Special ids are fixed project-wide (data/special_ids.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/special_ids.h"
+
+namespace nmt {
+
+struct Batch {
+  int64_t sentences = 0;  // B
+  int64_t src_len = 0;    // S: padded source length (a multiple of the batcher's pad_multiple)
+  int64_t tgt_len = 0;    // T: padded target length
+  std::vector<int32_t> src;          // [B, S] source ids, kPadId after the sentence
+  std::vector<int32_t> tgt_in;       // [B, T] decoder input: kBosId, y_1 .. y_n, then kPadId
+  std::vector<int32_t> tgt_out;      // [B, T] decoder target: y_1 .. y_n, kEosId, then kPadId
+  std::vector<int32_t> src_lengths;  // [B] real source tokens (no padding)
+  std::vector<int32_t> tgt_lengths;  // [B] real decoder positions = target tokens + 1 (for eos)
+  std::vector<int64_t> ids;          // [B] index of each pair in its corpus (for decoding order)
+
+  int64_t src_tokens() const;  // sum of src_lengths
+  int64_t tgt_tokens() const;  // sum of tgt_lengths: the tokens the loss is normalised by
+};
+
+// Builds a padded Batch from unpadded id sequences (no bos/eos in them); lengths are padded up to a
+// multiple of pad_multiple (and at least 1). Used by every batch source, synthetic or corpus.
+Batch make_batch(const std::vector<std::vector<int32_t>>& sources,
+                 const std::vector<std::vector<int32_t>>& targets, const std::vector<int64_t>& ids,
+                 int64_t pad_multiple);
+
+}  // namespace nmt

@@ -1,0 +1,31 @@
+// Elementwise ops of the Transformer block: ReLU, residual add, dropout, and buffer helpers.
+#pragma once
+
+#include "kernels/philox.h"
+#include "kernels/tensor.h"
+
+namespace nmt {
+
+// x, y: same shape. y = max(x, 0). y may alias x.
+void relu_forward(const Tensor& x, Tensor& y);
+// dx = dy * (y > 0), from the forward output y. dx may alias dy.
+void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx);
+
+// Residual add: y = a + b (y may alias a or b). Its backward hands dy to both inputs unchanged.
+void residual_add(const Tensor& a, const Tensor& b, Tensor& y);
+// y += x.
+void add_inplace(Tensor& y, const Tensor& x);
+// y *= s.
+void scale_inplace(Tensor& y, float s);
+// Zero every element.
+void fill_zero(Tensor& y);
+// dst = src (same shape and dtype; either device).
+void copy_tensor(const Tensor& src, Tensor& dst);
+
+// Inverted dropout: y = x * keep / (1 - p), keep = dropout_keep(key, element index, p), element
+// index = flat index into x. p == 0 copies. y may alias x.
+void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
+// dx = dy * keep / (1 - p) with the same mask regenerated from key. dx may alias dy.
+void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
+
+}  // namespace nmt

@@ -1,0 +1,16 @@
+// Linear layer y = x · Wᵀ + b (PyTorch's nn.Linear layout: W is [out, in]).
+#pragma once
+
+#include "kernels/tensor.h"
+
+namespace nmt {
+
+// x: [rows, in]; w: [out, in]; b: [out] or empty (no bias); y: [rows, out] written (=).
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+
+// dy: [rows, out]. dx: [rows, in] written (=), or empty to skip. dw: [out, in] and db: [out]
+// accumulated (+=); db may be empty.
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
+                     Tensor& db);
+
+}  // namespace nmt

@@ -1,0 +1,65 @@
+// Counter-based random numbers (Philox-4x32-10) keyed by (seed, step, tensor id, element), shared
+// by the CPU and CUDA backends so both draw the same dropout masks, and a resumed run draws what an
+// uninterrupted run would have drawn.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define NMT_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define NMT_HOST_DEVICE inline
+#endif
+
+namespace nmt {
+
+// Identifies one random stream: a training seed, the optimizer step, and the graph site (each
+// dropout in the model has its own tensor id).
+struct RngKey {
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  uint32_t tensor_id = 0;
+};
+
+struct Philox4 {
+  uint32_t v[4];
+};
+
+NMT_HOST_DEVICE uint32_t philox_mulhi(uint32_t a, uint32_t b, uint32_t* lo) {
+  uint64_t p = static_cast<uint64_t>(a) * b;
+  *lo = static_cast<uint32_t>(p);
+  return static_cast<uint32_t>(p >> 32);
+}
+
+// Philox-4x32 with 10 rounds (Salmon et al., SC'11): counter c, key k.
+NMT_HOST_DEVICE Philox4 philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+                                   uint32_t k1) {
+  for (int round = 0; round < 10; ++round) {
+    uint32_t lo0, lo1;
+    uint32_t hi0 = philox_mulhi(0xD2511F53u, c0, &lo0);
+    uint32_t hi1 = philox_mulhi(0xCD9E8D57u, c2, &lo1);
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return Philox4{{c0, c1, c2, c3}};
+}
+
+// Uniform float in [0, 1) for one element of a stream. Four consecutive elements share one Philox
+// call (counter = element / 4), so a vectorised kernel can draw four at a time.
+NMT_HOST_DEVICE float rng_uniform(const RngKey& key, uint64_t element) {
+  uint64_t block = element >> 2;
+  Philox4 r = philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                         key.tensor_id ^ static_cast<uint32_t>(key.step >> 32) * 0x9E3779B9u,
+                         static_cast<uint32_t>(key.step), static_cast<uint32_t>(key.seed),
+                         static_cast<uint32_t>(key.seed >> 32));
+  return static_cast<float>(r.v[element & 3] >> 8) * (1.0f / 16777216.0f);
+}
+
+// Dropout keeps an element with probability 1 - p.
+NMT_HOST_DEVICE bool dropout_keep(const RngKey& key, uint64_t element, float p) {
+  return rng_uniform(key, element) >= p;
+}
+
+}  // namespace nmt
