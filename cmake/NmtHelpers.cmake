@@ -2,9 +2,10 @@
 
 add_library(nmt_options INTERFACE)
 target_include_directories(nmt_options INTERFACE ${PROJECT_SOURCE_DIR})
+target_compile_features(nmt_options INTERFACE cxx_std_20)
 target_compile_options(nmt_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wno-unknown-pragmas>
-  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr -lineinfo>)
+  $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr -lineinfo>)
 if(OpenMP_CXX_FOUND)
   target_link_libraries(nmt_options INTERFACE OpenMP::OpenMP_CXX)
 endif()
@@ -20,6 +21,10 @@ function(nmt_add_subdirectories)
   file(GLOB children RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*)
   list(SORT children)
   foreach(child ${children})
+    # NMT_ONLY_SUBDIRS (developer option): a list of folder names to build, the others skipped.
+    if(NMT_ONLY_SUBDIRS AND NOT child IN_LIST NMT_ONLY_SUBDIRS)
+      continue()
+    endif()
     if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${child}/CMakeLists.txt)
       add_subdirectory(${child})
     endif()
@@ -32,6 +37,14 @@ endfunction()
 #   mpi : run under mpiexec -n 2.
 function(nmt_add_test)
   cmake_parse_arguments(T "" "NAME;LABELS;NP" "SOURCES;LIBS" ${ARGN})
+  if(NMT_SKIP_INCOMPLETE_TESTS)  # developer option while suites are being written in parallel
+    foreach(src ${T_SOURCES})
+      if(NOT EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${src})
+        message(WARNING "skipping test ${T_NAME}: ${src} does not exist yet")
+        return()
+      endif()
+    endforeach()
+  endif()
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE nmt_options nmt_test_support ${T_LIBS})
   if(T_LABELS STREQUAL "cuda")

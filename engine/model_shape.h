@@ -1,0 +1,30 @@
+// ModelShape: the architecture hyper-parameters the Transformer graph is built from, and the
+// per-step context (seed, step, train/eval) that keys dropout.
+#pragma once
+
+#include <cstdint>
+
+namespace nmt {
+
+struct ModelShape {
+  int64_t vocab = 0;
+  int64_t d_model = 512;
+  int64_t heads = 8;
+  int64_t ffn_dim = 2048;
+  int64_t encoder_layers = 6;
+  int64_t decoder_layers = 6;
+  float dropout = 0.1f;            // embeddings and every residual branch
+  float attention_dropout = 0.1f;  // attention probabilities
+  float relu_dropout = 0.1f;       // inside the feed-forward block
+  float layernorm_eps = 1e-6f;
+  bool pre_norm = false;           // false: post-norm (the paper); true: pre-norm
+  bool shared_embeddings = true;   // one table for source, target and output projection
+};
+
+struct StepContext {
+  uint64_t seed = 0;
+  uint64_t step = 0;  // keys dropout masks: same (seed, step) → same masks, on any backend
+  bool training = true;
+};
+
+}  // namespace nmt

@@ -1,0 +1,54 @@
+// ParamStore: every model parameter as a named view into one flat fp32 master buffer, with a
+// gradient buffer of the same layout. Parameters are laid out in the order backward finishes them
+// (the reverse of registration, which follows forward), so gradient buckets fill front to back.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "engine/arena.h"
+#include "kernels/tensor.h"
+
+namespace nmt {
+
+enum class ParamKind : uint8_t { weight, bias, norm_gain, norm_bias, embedding };
+
+struct Param {
+  std::string name;             // PyTorch-style: encoder.layers.0.self_attn.q_proj.weight
+  std::vector<int64_t> shape;   // e.g. [out, in]
+  ParamKind kind = ParamKind::weight;
+  int64_t offset = 0;           // elements into the flat buffers
+  int64_t numel = 0;
+  Tensor value;                 // view into the master buffer
+  Tensor grad;                  // view into the gradient buffer
+};
+
+class ParamStore {
+ public:
+  // Registers a parameter; the returned pointer stays valid for the store's life. Views are set by
+  // finalize().
+  Param* add(const std::string& name, std::vector<int64_t> shape, ParamKind kind);
+
+  // Lays out every parameter and carves master and gradient buffers from the arena.
+  void finalize(Arena& arena);
+
+  // Deterministic initialisation from the seed (same values on every backend and rank):
+  // weights Xavier-uniform, embeddings N(0, d^-1/2), norm gains 1, biases 0.
+  void initialize(uint64_t seed);
+
+  const std::deque<Param>& params() const { return params_; }
+  std::deque<Param>& params() { return params_; }
+  const Param* find(const std::string& name) const;
+  int64_t total_elements() const { return total_; }
+  Tensor master() const { return master_.flat(); }  // [total] f32
+  Tensor grads() const { return grads_.flat(); }    // [total] f32
+
+ private:
+  std::deque<Param> params_;
+  int64_t total_ = 0;
+  Buffer master_, grads_;
+};
+
+}  // namespace nmt

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Generates data/unicode_tables.h: the Unicode facts BLEU/chrF need to match sacreBLEU exactly.
+
+sacreBLEU is Python, so its text handling is Python's: str.split()/rstrip() whitespace, str.lower()
+(full case mapping with the Final_Sigma rule) and, for the `intl` tokenizer, the `regex` module's
+\\p{P}, \\p{S}, \\p{N} classes. This script asks those very functions, code point by code point,
+and writes compact range tables. Run it with the Python that has sacrebleu installed:
+
+    python3 scripts/gen_unicode_tables.py > data/unicode_tables.h && clang-format -i data/unicode_tables.h
+
+The P/S/N classes come from `regex` (not unicodedata) because that is the module sacreBLEU's intl
+tokenizer calls, and its tables are usually newer than the interpreter's; the script checks that the
+two agree on every code point unicodedata knows, so the only difference is newly assigned ones.
+"""
+
+import sys
+import unicodedata
+
+import regex
+
+MAX_CP = 0x110000
+
+
+def code_points():
+    # Surrogates never come out of a valid UTF-8 decode, so they are left out of every table.
+    return (cp for cp in range(MAX_CP) if not 0xD800 <= cp < 0xE000)
+
+
+def ranges_of(predicate):
+    """Sorted [first, last] runs of the code points for which predicate holds."""
+    runs = []
+    for cp in code_points():
+        if predicate(cp):
+            if runs and runs[-1][1] == cp - 1:
+                runs[-1][1] = cp
+            else:
+                runs.append([cp, cp])
+    return runs
+
+
+def regex_unicode_version():
+    # `regex` exposes no version of its Unicode data; probe characters that each version added.
+    symbol = regex.compile(r"\p{S}")
+    probes = [("17.0", 0x20C1), ("16.0", 0x2427), ("15.1", 0x2FFC), ("15.0", 0x1FA75), ("14.0", 0x20C0)]
+    for version, cp in probes:
+        if symbol.match(chr(cp)):
+            return version
+    return "older than 14.0"
+
+
+def category_class_runs():
+    """Runs of (first, last, class) with class 1 = P*, 2 = S*, 3 = N*, as `regex` classifies them."""
+    classes = [(1, regex.compile(r"\p{P}")), (2, regex.compile(r"\p{S}")), (3, regex.compile(r"\p{N}"))]
+    runs = []
+    for cp in code_points():
+        ch = chr(cp)
+        found = [k for k, pattern in classes if pattern.match(ch)]
+        assert len(found) <= 1, f"U+{cp:04X} in several classes"
+        cls = found[0] if found else 0
+        # Cross-check against the interpreter's database where it knows the character.
+        category = unicodedata.category(ch)
+        if category != "Cn":
+            expected = {"P": 1, "S": 2, "N": 3}.get(category[0], 0)
+            assert cls == expected, f"regex and unicodedata disagree on U+{cp:04X}"
+        if cls == 0:
+            continue
+        if runs and runs[-1][1] == cp - 1 and runs[-1][2] == cls:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp, cls])
+    return runs
+
+
+def lowercase_runs():
+    """str.lower() of each single code point as runs (first, last, delta, stride): every
+    stride-th code point from first to last maps to itself + delta. U+0130 (the only code point
+    whose lowercase is two code points) and U+03A3 (context dependent) are handled in code."""
+    pairs = []
+    for cp in code_points():
+        lower = chr(cp).lower()
+        if lower == chr(cp):
+            continue
+        if len(lower) != 1:
+            assert cp == 0x130 and lower == "i\u0307", f"unexpected multi-char lowercase U+{cp:04X}"
+            continue
+        pairs.append((cp, ord(lower) - cp))
+    runs = []
+    for cp, delta in pairs:
+        if runs:
+            first, last, run_delta, stride = runs[-1]
+            if run_delta == delta and stride in (0, cp - last) and cp - last <= 2:
+                runs[-1] = [first, cp, delta, cp - last]
+                continue
+        runs.append([cp, cp, delta, 0])
+    for run in runs:
+        run[3] = max(run[3], 1)
+    return runs
+
+
+def final_sigma_lower(text):
+    return text.lower()[-1] == "\u03c2"
+
+
+def is_cased(cp):
+    ch = chr(cp)
+    return ch.islower() or ch.isupper() or ch.istitle()
+
+
+def is_case_ignorable(cp):
+    # CPython's Final_Sigma test skips case-ignorable characters on both sides of U+03A3; probe it.
+    ch = chr(cp)
+    if is_cased(cp):
+        # "1" x "Σ": an ignorable x is skipped back to "1" (not cased), so the sigma stays σ.
+        return not final_sigma_lower("1" + ch + "\u03a3")
+    # "A" x "Σ": an ignorable x is skipped back to "A" (cased), so the sigma becomes final ς.
+    return final_sigma_lower("A" + ch + "\u03a3")
+
+
+def emit_runs(name, comment, runs, fields):
+    print(f"// {comment}")
+    print(f"inline constexpr {name}[] = {{")
+    for run in runs:
+        print("    {" + ", ".join(f(v) for f, v in zip(fields, run)) + "},")
+    print("};")
+    print()
+
+
+def hex_cp(v):
+    return f"0x{v:04X}"
+
+
+def main():
+    whitespace = [cp for cp in code_points() if chr(cp).isspace()]
+    print("// Unicode tables for BLEU/chrF (sacreBLEU-identical text handling). GENERATED by")
+    print("// scripts/gen_unicode_tables.py: do not edit; rerun the script instead.")
+    print(f"// Python {sys.version.split()[0]}, unicodedata Unicode {unicodedata.unidata_version} "
+          "(whitespace, lowercase, cased, case-ignorable);")
+    print(f"// regex {regex.__version__}, Unicode {regex_unicode_version()} "
+          "(P/S/N classes of the intl tokenizer).")
+    print("#pragma once")
+    print()
+    print("#include <cstdint>")
+    print()
+    print("namespace nmt::unicode_tables {")
+    print()
+    print("struct CodePointRun {")
+    print("  char32_t first;")
+    print("  char32_t last;")
+    print("};")
+    print("struct ClassRun {")
+    print("  char32_t first;")
+    print("  char32_t last;")
+    print("  uint8_t category_class;  // 1 = punctuation P*, 2 = symbol S*, 3 = number N*")
+    print("};")
+    print("struct LowercaseRun {")
+    print("  char32_t first;")
+    print("  char32_t last;")
+    print("  int32_t delta;   // lowercase = code point + delta")
+    print("  int32_t stride;  // 1: every code point of the run; 2: every other one from first")
+    print("};")
+    print()
+    print("// Python str.isspace(): what str.split() and str.rstrip() treat as whitespace.")
+    print("inline constexpr char32_t kWhitespace[] = {")
+    print("    " + ", ".join(hex_cp(cp) for cp in whitespace) + ",")
+    print("};")
+    print()
+    ident = [hex_cp, hex_cp]
+    emit_runs("ClassRun kCategoryClassRuns", "General category classes P*, S*, N* (regex module).",
+              category_class_runs(), [hex_cp, hex_cp, str])
+    emit_runs("LowercaseRun kLowercaseRuns", "Python str.lower() of single code points.",
+              lowercase_runs(), [hex_cp, hex_cp, str, str])
+    emit_runs("CodePointRun kCasedRuns", "Cased (Lowercase, Uppercase or Lt), for Final_Sigma.",
+              ranges_of(is_cased), ident)
+    emit_runs("CodePointRun kCaseIgnorableRuns", "Case_Ignorable, for Final_Sigma.",
+              ranges_of(is_case_ignorable), ident)
+    print("}  // namespace nmt::unicode_tables")
+
+
+if __name__ == "__main__":
+    main()

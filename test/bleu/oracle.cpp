@@ -1,0 +1,104 @@
+// Runs the sacreBLEU oracle script into a scratch directory and parses its expected.json.
+#include "test/bleu/oracle.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+
+namespace nmt::test {
+namespace {
+
+constexpr int kExitCommandNotFound = 127;
+constexpr int kExitSacrebleuMissing = 3;  // sacrebleu_oracle.py's own code
+
+// Scratch directories of this process, removed at exit.
+struct ScratchDirs {
+  std::vector<std::string> paths;
+  ~ScratchDirs() {
+    for (const std::string& path : paths) {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  }
+};
+ScratchDirs& scratch_dirs() {
+  static ScratchDirs dirs;
+  return dirs;
+}
+
+// The last non-empty line of a command's output (the error line of a Python traceback).
+std::string last_line(const std::string& output) {
+  const size_t end = output.find_last_not_of("\n");
+  if (end == std::string::npos) return "";
+  const size_t start = output.rfind('\n', end);
+  return output.substr(start == std::string::npos ? 0 : start + 1,
+                       end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+nlohmann::json run_oracle() {
+  const std::string data_dir = "../shared/data";
+  if (!std::filesystem::is_directory(data_dir)) {
+    throw std::runtime_error("the dev corpora are missing: expected " + data_dir +
+                             " relative to the repository root (see README of /work/shared/data)");
+  }
+  std::string output;
+  const int status = run_command("python3 -c 'import sacrebleu'", output);
+  if (status == kExitCommandNotFound) {
+    throw std::runtime_error(
+        "python3 not found: the BLEU tests use sacreBLEU as their oracle; run "
+        "scripts/install-deps.sh");
+  }
+  if (status != 0) {
+    throw std::runtime_error("sacrebleu is not installed for python3 (" + last_line(output) +
+                             "): run scripts/install-deps.sh");
+  }
+  const std::string out_dir = make_scratch_dir("nmt-bleu-oracle");
+  const int oracle_status = run_command(
+      "python3 test/bleu/sacrebleu_oracle.py --data " + data_dir + " --out " + out_dir, output);
+  if (oracle_status == kExitSacrebleuMissing) {
+    throw std::runtime_error(output + " (run scripts/install-deps.sh)");
+  }
+  if (oracle_status != 0) {
+    throw std::runtime_error("test/bleu/sacrebleu_oracle.py failed with status " +
+                             std::to_string(oracle_status) + ":\n" + output);
+  }
+  std::ifstream file(out_dir + "/expected.json");
+  if (!file) throw std::runtime_error("the oracle wrote no " + out_dir + "/expected.json");
+  return nlohmann::json::parse(file);
+}
+
+}  // namespace
+
+int run_command(const std::string& command, std::string& output) {
+  output.clear();
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot run: " + command);
+  char buffer[4096];
+  size_t count = 0;
+  while ((count = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, count);
+  const int status = pclose(pipe);
+  if (status == -1) throw std::runtime_error("cannot wait for: " + command);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string make_scratch_dir(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    throw std::runtime_error("cannot create a scratch directory like " + pattern);
+  }
+  scratch_dirs().paths.push_back(pattern);
+  return pattern;
+}
+
+const nlohmann::json& sacrebleu_oracle() {
+  static const nlohmann::json expected = run_oracle();
+  return expected;
+}
+
+}  // namespace nmt::test
