@@ -10,10 +10,10 @@
 
 #include "data/batch.h"
 #include "data/corpus.h"
+#include "data/length_policy.h"
 
 namespace nmt {
 
-enum class LengthPolicy { kDrop, kTruncate };  // for pairs over max_src_len / max_tgt_len
 LengthPolicy parse_length_policy(std::string_view name);  // "drop" or "truncate"
 std::string length_policy_name(LengthPolicy policy);
 

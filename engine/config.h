@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/length_policy.h"
 #include "kernels/tensor.h"
 
 namespace nmt {
@@ -22,7 +23,6 @@ class ConfigError : public std::runtime_error {
 };
 
 enum class NormPosition : uint8_t { post, pre };
-enum class LengthPolicy : uint8_t { drop, truncate };
 enum class OptimizerKind : uint8_t { adam, lazyadam };
 enum class LrPolicy : uint8_t { transformer_policy, inverse_sqrt, constant };
 
@@ -47,7 +47,7 @@ struct DataConfig {
   std::string dev;                          // "" = none
   int64_t max_src_len = 256;
   int64_t max_tgt_len = 256;
-  LengthPolicy length_policy = LengthPolicy::drop;
+  LengthPolicy length_policy = LengthPolicy::kDrop;
   int64_t synthetic_vocab = 16;
   int64_t synthetic_min_len = 2;
   int64_t synthetic_max_len = 12;

@@ -15,8 +15,8 @@ using EnumNames = std::vector<std::pair<std::string, Enum>>;
 
 const EnumNames<NormPosition> kNormNames = {{"post", NormPosition::post},
                                             {"pre", NormPosition::pre}};
-const EnumNames<LengthPolicy> kLengthPolicyNames = {{"drop", LengthPolicy::drop},
-                                                    {"truncate", LengthPolicy::truncate}};
+const EnumNames<LengthPolicy> kLengthPolicyNames = {{"drop", LengthPolicy::kDrop},
+                                                    {"truncate", LengthPolicy::kTruncate}};
 const EnumNames<OptimizerKind> kOptimizerNames = {{"adam", OptimizerKind::adam},
                                                   {"lazyadam", OptimizerKind::lazyadam}};
 const EnumNames<LrPolicy> kLrPolicyNames = {{"transformer_policy", LrPolicy::transformer_policy},

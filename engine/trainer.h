@@ -6,16 +6,9 @@
 #include <ostream>
 
 #include "engine/config.h"
+#include "engine/evaluator.h"
 
 namespace nmt {
-
-struct EvalResult {
-  double loss = 0;            // label-smoothed loss per target token (teacher forcing)
-  double token_accuracy = 0;  // teacher-forced argmax accuracy
-  double greedy_token_accuracy = 0;  // greedy decoding, position-wise against the reference (+eos)
-  double greedy_exact = 0;           // fraction of sentences decoded exactly
-  int64_t sentences = 0;
-};
 
 struct TrainSummary {
   int64_t steps = 0;

@@ -8,8 +8,9 @@ namespace nmt {
 // ids:    [rows] i32, rows = batch * seq_len, row r is position r % seq_len of its sentence
 // table:  [vocab, d_model]
 // out:    [rows, d_model]; rows whose id is pad_id are all zeros (no position either)
-// Sinusoid (fairseq/tensor2tensor layout): half = d_model/2, inv_freq_i = exp(-i*ln(10000)/(half-1)),
-// dims [0, half) hold sin(pos*inv_freq_i), dims [half, 2*half) cos(pos*inv_freq_i); an odd last dim is 0.
+// Sinusoid (fairseq/tensor2tensor layout): half = d_model/2,
+// inv_freq_i = exp(-i*ln(10000)/max(half-1, 1)), dims [0, half) hold sin(pos*inv_freq_i),
+// dims [half, 2*half) cos(pos*inv_freq_i); an odd last dim is 0.
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int64_t seq_len,
                        float scale, int32_t pad_id);
 

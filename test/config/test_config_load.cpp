@@ -40,7 +40,7 @@ TEST_CASE("defaults are the documented contract and validate", "[config]") {
   CHECK(cfg.data.train == "synthetic:reverse");
   CHECK(cfg.data.train_is_synthetic());
   CHECK(cfg.data.synthetic_task() == "reverse");
-  CHECK(cfg.data.length_policy == LengthPolicy::drop);
+  CHECK(cfg.data.length_policy == LengthPolicy::kDrop);
   CHECK(cfg.train.batch_tokens == 4096);
   CHECK(cfg.train.update_freq == 1);
   CHECK(cfg.train.device == Device::cuda);
@@ -120,7 +120,7 @@ TEST_CASE("to_json and run_config_from_json round trip every key", "[config]") {
   cfg.model.norm = NormPosition::pre;
   cfg.data.train = "runs/prep/x";
   cfg.data.dev = "runs/prep/x";
-  cfg.data.length_policy = LengthPolicy::truncate;
+  cfg.data.length_policy = LengthPolicy::kTruncate;
   cfg.train.device = Device::cpu;
   cfg.train.precision = DType::f32;
   cfg.train.seed = 4000000000;
@@ -158,7 +158,7 @@ TEST_CASE("to_json and run_config_from_json round trip every key", "[config]") {
 
 TEST_CASE("enum spellings", "[config]") {
   CHECK(config_name(NormPosition::pre) == "pre");
-  CHECK(config_name(LengthPolicy::truncate) == "truncate");
+  CHECK(config_name(LengthPolicy::kTruncate) == "truncate");
   CHECK(config_name(OptimizerKind::lazyadam) == "lazyadam");
   CHECK(config_name(LrPolicy::inverse_sqrt) == "inverse_sqrt");
   CHECK(config_name(Device::cuda) == "cuda");

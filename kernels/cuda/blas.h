@@ -1,0 +1,37 @@
+// cuBLAS / cuBLASLt access for the CUDA ops: per-thread handles, the dtype mapping, and a cuBLASLt
+// matrix product whose descriptors and algorithm are chosen once per shape and cached.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/tensor.h"
+
+namespace nmt::cuda {
+
+cudaDataType_t cuda_data_type(DType dtype);
+
+// The calling thread's cuBLAS handle on the current device, bound to `stream` and to that
+// stream's preallocated workspace (so a captured graph never allocates inside cuBLAS).
+cublasHandle_t blas_handle(cudaStream_t stream);
+
+// One column-major product D = alpha * op(A) op(B) (+ C when accumulate) (+ bias broadcast along
+// the n columns when bias is set), with fp32 compute. op(A) is m x k, op(B) k x n, D m x n.
+struct LtMatmul {
+  cublasOperation_t trans_a = CUBLAS_OP_N;
+  cublasOperation_t trans_b = CUBLAS_OP_N;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  DType ab_type = DType::f32;  // A and B
+  DType c_type = DType::f32;   // C and D (and the bias)
+  bool accumulate = false;     // beta = 1 instead of 0
+};
+
+// a, b, c: device pointers laid out as described; bias: [m] of c_type or nullptr.
+void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const void* bias,
+               float alpha, cudaStream_t stream);
+
+}  // namespace nmt::cuda

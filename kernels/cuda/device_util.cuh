@@ -1,0 +1,129 @@
+// Device helpers shared by the CUDA kernels: fp32 conversion of the activation dtypes, 16-byte
+// packs, deterministic warp and block reductions, and the host-side dtype dispatch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/op_checks.h"
+#include "kernels/tensor.h"
+
+namespace nmt::cuda {
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v);
+template <>
+__device__ __forceinline__ float to_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <>
+__device__ __forceinline__ float to_float<__half>(__half v) {
+  return __half2float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+// N elements loaded or stored with one instruction (N * sizeof(T) = 16 gives the 128-bit access).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+// Elements per 16-byte access.
+template <typename T>
+constexpr int kPackWidth = static_cast<int>(16 / sizeof(T));
+
+// Butterfly sums: a + b == b + a exactly, so every lane ends with the same bits.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Sum over the block, returned to every thread, in a fixed order. blockDim.x must be a multiple
+// of 32; `shared` holds 32 floats. Ends with a barrier, so `shared` may be reused right after.
+__device__ __forceinline__ float block_sum(float v, float* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_sum(v);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : 0.0f;
+  v = warp_sum(v);
+  __syncthreads();
+  return v;
+}
+
+__device__ __forceinline__ float block_max(float v, float* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_max(v);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : -INFINITY;
+  v = warp_max(v);
+  __syncthreads();
+  return v;
+}
+
+inline bool is_aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) % 16) == 0;
+}
+
+inline unsigned blocks_for(int64_t work, int64_t per_block) {
+  return static_cast<unsigned>((work + per_block - 1) / per_block);
+}
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(TypeTag<float | __nv_bfloat16 | __half>{}) for a float dtype; throws for another.
+template <typename F>
+void dispatch_float_dtype(DType dtype, const char* op, const char* name, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      f(TypeTag<float>{});
+      return;
+    case DType::bf16:
+      f(TypeTag<__nv_bfloat16>{});
+      return;
+    case DType::f16:
+      f(TypeTag<__half>{});
+      return;
+    default:
+      break;
+  }
+  throw std::invalid_argument(std::string(op) + ": " + name + " must be f32, bf16 or f16, got " +
+                              dtype_name(dtype));
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,219 @@
+// Elementwise ops on the GPU: ReLU, residual and in-place adds, scaling, dropout, fill and copy.
+// Each thread handles one 16-byte pack when every pointer is aligned (one element otherwise);
+// dropout draws one Philox block per four elements, exactly as the CPU does.
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/op_checks.h"
+#include "kernels/cuda/stream.h"
+
+namespace nmt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+struct ReluForwardOp {
+  __device__ float operator()(float x, float) const { return x > 0.0f ? x : 0.0f; }
+};
+struct ReluBackwardOp {  // (dy, y)
+  __device__ float operator()(float dy, float y) const { return y > 0.0f ? dy : 0.0f; }
+};
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct ScaleOp {
+  float s;
+  __device__ float operator()(float a, float) const { return a * s; }
+};
+
+// y[i] = op(a[i], b[i]) for n elements; VEC elements per thread, the last n % VEC elements by the
+// first threads. y may alias a or b: each element is read and written by one thread.
+template <typename T, int VEC, typename Op>
+__global__ void map_kernel(const T* a, const T* b, T* y, int64_t n, Op op) {
+  using P = Pack<T, VEC>;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t packs = n / VEC;
+  if (i < packs) {
+    const P pa = reinterpret_cast<const P*>(a)[i];
+    const P pb = reinterpret_cast<const P*>(b)[i];
+    P out;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      out.v[j] = from_float<T>(op(to_float(pa.v[j]), to_float(pb.v[j])));
+    reinterpret_cast<P*>(y)[i] = out;
+  }
+  const int64_t tail = packs * VEC + i;
+  if (i < n - packs * VEC) y[tail] = from_float<T>(op(to_float(a[tail]), to_float(b[tail])));
+}
+
+template <typename Op>
+void launch_map(const char* op_name, const Tensor& a, const Tensor& b, Tensor& y, Op op) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  cudaStream_t stream = current_stream();
+  const bool aligned = is_aligned16(a.data) && is_aligned16(b.data) && is_aligned16(y.data);
+  dispatch_float_dtype(y.dtype, op_name, "y", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = static_cast<const T*>(a.data);
+    const T* pb = static_cast<const T*>(b.data);
+    T* py = static_cast<T*>(y.data);
+    if (aligned) {
+      constexpr int vec = kPackWidth<T>;
+      const int64_t threads_needed = std::max<int64_t>(n / vec, n % vec);
+      map_kernel<T, vec, Op>
+          <<<blocks_for(threads_needed, kThreads), kThreads, 0, stream>>>(pa, pb, py, n, op);
+    } else {
+      map_kernel<T, 1, Op><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(pa, pb, py, n, op);
+    }
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+// The same counter and key words as rng_uniform(key, element) in kernels/philox.h, for the block
+// of four elements starting at 4 * block.
+__device__ __forceinline__ Philox4 dropout_block(const RngKey& key, uint64_t block) {
+  return philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                    key.tensor_id ^ static_cast<uint32_t>(key.step >> 32) * 0x9E3779B9u,
+                    static_cast<uint32_t>(key.step), static_cast<uint32_t>(key.seed),
+                    static_cast<uint32_t>(key.seed >> 32));
+}
+
+// One thread per block of four elements (one Philox call). y may alias x.
+template <typename T, bool PACKED>
+__global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_scale, RngKey key) {
+  const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t first = block * 4;
+  if (first >= n) return;
+  const Philox4 draw = dropout_block(key, static_cast<uint64_t>(block));
+  float scales[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float uniform = static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f);
+    scales[j] = uniform >= p ? keep_scale : 0.0f;
+  }
+  if (PACKED && first + 4 <= n) {
+    using P = Pack<T, 4>;
+    const P in = reinterpret_cast<const P*>(x)[block];
+    P out;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out.v[j] = from_float<T>(to_float(in.v[j]) * scales[j]);
+    reinterpret_cast<P*>(y)[block] = out;
+  } else {
+    for (int j = 0; j < 4 && first + j < n; ++j)
+      y[first + j] = from_float<T>(to_float(x[first + j]) * scales[j]);
+  }
+}
+
+void check_same(const char* op, const char* name, const Tensor& t, const char* like_name,
+                const Tensor& like) {
+  require_same_shape(op, name, t, like_name, like);
+  require_same_dtype(op, name, t, like_name, like);
+}
+
+void check_dropout_p(const char* op, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    throw std::invalid_argument(std::string(op) + ": dropout probability " + std::to_string(p) +
+                                " is outside [0, 1)");
+}
+
+void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const RngKey& key) {
+  check_same(op, "output", y, "input", x);
+  check_dropout_p(op, p);
+  require_on_gpu(op, {{"input", &x}, {"output", &y}});
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  cudaStream_t stream = current_stream();
+  if (p == 0.0f) {
+    if (x.data != y.data)
+      CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, x.bytes(), cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  const float keep_scale =
+      1.0f / (1.0f - p);  // the CPU's expression, so f32 results match bit for bit
+  dispatch_float_dtype(x.dtype, op, "input", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto address_ok = [](const void* ptr) {
+      return reinterpret_cast<uintptr_t>(ptr) % (4 * sizeof(T)) == 0;
+    };
+    const unsigned blocks = blocks_for((n + 3) / 4, kThreads);
+    const T* in = static_cast<const T*>(x.data);
+    T* out = static_cast<T*>(y.data);
+    if (address_ok(x.data) && address_ok(y.data))
+      dropout_kernel<T, true><<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key);
+    else
+      dropout_kernel<T, false><<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+void relu_forward(const Tensor& x, Tensor& y) {
+  constexpr const char* op = "relu_forward";
+  check_same(op, "y", y, "x", x);
+  require_on_gpu(op, {{"x", &x}, {"y", &y}});
+  launch_map(op, x, x, y, ReluForwardOp{});
+}
+
+void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  constexpr const char* op = "relu_backward";
+  check_same(op, "y", y, "dy", dy);
+  check_same(op, "dx", dx, "dy", dy);
+  require_on_gpu(op, {{"dy", &dy}, {"y", &y}, {"dx", &dx}});
+  launch_map(op, dy, y, dx, ReluBackwardOp{});
+}
+
+void residual_add(const Tensor& a, const Tensor& b, Tensor& y) {
+  constexpr const char* op = "residual_add";
+  check_same(op, "b", b, "a", a);
+  check_same(op, "y", y, "a", a);
+  require_on_gpu(op, {{"a", &a}, {"b", &b}, {"y", &y}});
+  launch_map(op, a, b, y, AddOp{});
+}
+
+void add_inplace(Tensor& y, const Tensor& x) {
+  constexpr const char* op = "add_inplace";
+  check_same(op, "x", x, "y", y);
+  require_on_gpu(op, {{"y", &y}, {"x", &x}});
+  launch_map(op, y, x, y, AddOp{});
+}
+
+void scale_inplace(Tensor& y, float s) {
+  constexpr const char* op = "scale_inplace";
+  require_on_gpu(op, {{"y", &y}});
+  launch_map(op, y, y, y, ScaleOp{s});
+}
+
+void fill_zero(Tensor& y) {
+  constexpr const char* op = "fill_zero";
+  require_on_gpu(op, {{"y", &y}});
+  if (y.numel() == 0) return;
+  // All-zero bytes are 0 in every dtype.
+  CUDA_CHECK(cudaMemsetAsync(y.data, 0, y.bytes(), current_stream()));
+}
+
+void copy_tensor(const Tensor& src, Tensor& dst) {
+  constexpr const char* op = "copy_tensor";
+  check_same(op, "dst", dst, "src", src);
+  require_data(op, "src", src);
+  require_data(op, "dst", dst);
+  if (src.numel() == 0 || src.data == dst.data) return;
+  cudaStream_t stream = current_stream();
+  CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream));
+  // A copy to the host is a host result: it is complete when the op returns.
+  if (dst.device == Device::cpu) CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
+  apply_dropout("dropout_forward", x, y, p, key);
+}
+
+void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {
+  // The map is linear with a diagonal mask: its backward applies the same mask to dy.
+  apply_dropout("dropout_backward", dy, dx, p, key);
+}
+
+}  // namespace nmt::cuda

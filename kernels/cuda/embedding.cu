@@ -1,0 +1,266 @@
+// Token embedding on the GPU. Forward: a [seq_len, d_model] sinusoid table is computed once per
+// call (in double, as the CPU does), then each row gathers table[id] * scale + sinusoid.
+// Backward, deterministic without float atomics: a stable radix sort of (id, row) pairs groups the
+// rows of each id in row order; chunks of 32 sorted rows sum their segments, a segment lying in
+// one chunk is added to d_table by that chunk alone, and a segment crossing chunk boundaries is
+// finished by a second kernel that adds its chunks' partial sums in chunk order.
+#include <algorithm>
+#include <cmath>
+#include <cub/device/device_radix_sort.cuh>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/op_checks.h"
+#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/stream.h"
+
+namespace nmt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kColumnThreads = 128;
+constexpr int kChunk = 32;  // sorted rows per chunk of the backward
+
+// positions: [seq_len, d_model] f32, the formula of nmt::sinusoid_position (kernels/embedding.cpp).
+__global__ void sinusoid_table(float* __restrict__ positions, int64_t seq_len, int64_t d_model) {
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= seq_len * d_model) return;
+  const int64_t position = index / d_model, dim = index % d_model;
+  const int64_t half = d_model / 2;
+  float value = 0.0f;
+  if (dim < 2 * half) {
+    const int64_t i = dim < half ? dim : dim - half;
+    const double denominator = static_cast<double>(half - 1 > 1 ? half - 1 : 1);
+    const double inv_freq = exp(-static_cast<double>(i) * log(10000.0) / denominator);
+    const double angle = static_cast<double>(position) * inv_freq;
+    value = static_cast<float>(dim < half ? sin(angle) : cos(angle));
+  }
+  positions[index] = value;
+}
+
+// One block per row, threads over packs of VEC columns.
+template <typename T, int VEC>
+__global__ void embedding_gather(const int32_t* __restrict__ ids, const T* __restrict__ table,
+                                 const float* __restrict__ positions, T* __restrict__ out,
+                                 int64_t vocab, int64_t d_model, int64_t seq_len, float scale,
+                                 int32_t pad_id) {
+  using P = Pack<T, VEC>;
+  const int64_t row = blockIdx.x;
+  const int32_t id = ids[row];
+  const bool zero = id == pad_id || id < 0 || id >= vocab;
+  const int64_t packs = d_model / VEC;
+  P* out_row = reinterpret_cast<P*>(out + row * d_model);
+  const P* table_row =
+      reinterpret_cast<const P*>(table + static_cast<int64_t>(zero ? 0 : id) * d_model);
+  const float* position_row = positions + (row % seq_len) * d_model;
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    P result;
+    if (zero) {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) result.v[i] = from_float<T>(0.0f);
+    } else {
+      const P value = table_row[p];
+#pragma unroll
+      for (int i = 0; i < VEC; ++i)
+        result.v[i] = from_float<T>(to_float(value.v[i]) * scale + position_row[p * VEC + i]);
+    }
+    out_row[p] = result;
+  }
+}
+
+// Sort keys: the id, or `sentinel` (= vocab, sorted last and skipped) for pad and invalid ids.
+__global__ void sort_keys(const int32_t* __restrict__ ids, int64_t rows, int64_t vocab,
+                          int32_t pad_id, uint32_t* __restrict__ keys,
+                          int32_t* __restrict__ values) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  const int32_t id = ids[i];
+  keys[i] = (id == pad_id || id < 0 || id >= vocab) ? static_cast<uint32_t>(vocab)
+                                                    : static_cast<uint32_t>(id);
+  values[i] = static_cast<int32_t>(i);
+}
+
+// grid (chunks, column tiles). partials: [chunks, 2, d_model]; slot 0 holds the chunk's first
+// segment when it began in an earlier chunk, slot 1 its last segment when it goes on past it.
+template <typename T>
+__global__ void segment_sums(const uint32_t* __restrict__ sorted_ids,
+                             const int32_t* __restrict__ sorted_rows, const T* __restrict__ d_out,
+                             float* __restrict__ d_table, float* __restrict__ partials, int64_t n,
+                             int64_t d_model, uint32_t sentinel, float scale) {
+  __shared__ uint32_t chunk_ids[kChunk];
+  __shared__ int32_t chunk_rows[kChunk];
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kChunk;
+  const int count = n - begin < kChunk ? static_cast<int>(n - begin) : kChunk;
+  if (threadIdx.x < count) {
+    chunk_ids[threadIdx.x] = sorted_ids[begin + threadIdx.x];
+    chunk_rows[threadIdx.x] = sorted_rows[begin + threadIdx.x];
+  }
+  __syncthreads();
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (col >= d_model) return;
+  // All loads first, so they are in flight together.
+  float values[kChunk];
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j)
+    values[j] =
+        j < count ? to_float(d_out[static_cast<int64_t>(chunk_rows[j]) * d_model + col]) : 0.0f;
+  const bool first_continues = begin > 0 && sorted_ids[begin - 1] == chunk_ids[0];
+  const bool last_continues =
+      begin + count < n && sorted_ids[begin + count] == chunk_ids[count - 1];
+  float sum = 0.0f;
+  int segment_begin = 0;
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) {
+    if (j < count) {
+      sum += values[j];
+      const uint32_t id = chunk_ids[j];
+      if (j + 1 == count || chunk_ids[j + 1] != id) {
+        const bool began_before = segment_begin == 0 && first_continues;
+        const bool goes_on = j + 1 == count && last_continues;
+        if (id != sentinel) {
+          if (!began_before && !goes_on)
+            d_table[static_cast<int64_t>(id) * d_model + col] += scale * sum;
+          else
+            partials[(static_cast<int64_t>(blockIdx.x) * 2 + (began_before ? 0 : 1)) * d_model +
+                     col] = sum;
+        }
+        sum = 0.0f;
+        segment_begin = j + 1;
+      }
+    }
+  }
+}
+
+// grid (chunks, column tiles): the chunk where a crossing segment begins adds the partial sums of
+// every chunk it spans, in chunk order.
+__global__ void finish_crossing_segments(const uint32_t* __restrict__ sorted_ids,
+                                         const float* __restrict__ partials,
+                                         float* __restrict__ d_table, int64_t n, int64_t d_model,
+                                         uint32_t sentinel, float scale) {
+  const int64_t chunk = blockIdx.x;
+  const int64_t begin = chunk * kChunk, end = min(n, begin + kChunk);
+  if (end >= n) return;
+  const uint32_t id = sorted_ids[end - 1];
+  if (sorted_ids[end] != id || id == sentinel) return;  // no segment crosses this chunk's end
+  // Sorted ids: the segment began in this chunk unless the whole chunk (and the row before) is id.
+  if (begin > 0 && sorted_ids[begin] == id && sorted_ids[begin - 1] == id) return;
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (col >= d_model) return;
+  float sum = partials[(chunk * 2 + 1) * d_model + col];
+  for (int64_t next = chunk + 1;; ++next) {
+    sum += partials[(next * 2 + 0) * d_model + col];
+    const int64_t next_end = min(n, (next + 1) * kChunk);
+    if (next_end >= n || sorted_ids[next_end] != id) break;
+  }
+  d_table[static_cast<int64_t>(id) * d_model + col] += scale * sum;
+}
+
+int bits_for(uint64_t max_value) {
+  int bits = 1;
+  while (bits < 32 && (max_value >> bits) != 0) ++bits;
+  return bits;
+}
+
+}  // namespace
+
+void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int64_t seq_len,
+                       float scale, int32_t pad_id) {
+  constexpr const char* op = "embedding_forward";
+  require_rank(op, "ids", ids, 1);
+  require_rank(op, "table", table, 2);
+  const int64_t rows = ids.dim(0), vocab = table.dim(0), d_model = table.dim(1);
+  check_shape(op, "out", out, {rows, d_model});
+  require_dtype(op, "ids", ids, DType::i32);
+  require_same_dtype(op, "out", out, "table", table);
+  require_on_gpu(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
+  if (seq_len <= 0 || rows % seq_len != 0)
+    throw std::invalid_argument(std::string(op) + ": rows " + std::to_string(rows) +
+                                " is not a multiple of seq_len " + std::to_string(seq_len));
+  if (rows == 0 || d_model == 0) return;
+  cudaStream_t stream = current_stream();
+  auto* positions = static_cast<float*>(
+      stream_resources(stream).scratch(static_cast<size_t>(seq_len * d_model) * sizeof(float)));
+  sinusoid_table<<<blocks_for(seq_len * d_model, kThreads), kThreads, 0, stream>>>(
+      positions, seq_len, d_model);
+  CUDA_CHECK_LAUNCH();
+  const auto* id_data = static_cast<const int32_t*>(ids.data);
+  dispatch_float_dtype(table.dtype, op, "table", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int vec = kPackWidth<T>;
+    const T* table_data = static_cast<const T*>(table.data);
+    T* out_data = static_cast<T*>(out.data);
+    const unsigned grid = static_cast<unsigned>(rows);
+    if (d_model % vec == 0 && is_aligned16(table.data) && is_aligned16(out.data)) {
+      const int threads =
+          static_cast<int>(std::min<int64_t>(kThreads, (d_model / vec + 31) / 32 * 32));
+      embedding_gather<T, vec><<<grid, threads, 0, stream>>>(
+          id_data, table_data, positions, out_data, vocab, d_model, seq_len, scale, pad_id);
+    } else {
+      const int threads = static_cast<int>(std::min<int64_t>(kThreads, (d_model + 31) / 32 * 32));
+      embedding_gather<T, 1><<<grid, threads, 0, stream>>>(id_data, table_data, positions, out_data,
+                                                           vocab, d_model, seq_len, scale, pad_id);
+    }
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
+                        int32_t pad_id) {
+  constexpr const char* op = "embedding_backward";
+  require_rank(op, "ids", ids, 1);
+  require_rank(op, "d_table", d_table, 2);
+  const int64_t rows = ids.dim(0), vocab = d_table.dim(0), d_model = d_table.dim(1);
+  check_shape(op, "d_out", d_out, {rows, d_model});
+  require_dtype(op, "ids", ids, DType::i32);
+  require_dtype(op, "d_table", d_table, DType::f32);
+  require_on_gpu(op, {{"ids", &ids}, {"d_out", &d_out}, {"d_table", &d_table}});
+  if (rows == 0 || d_model == 0) return;
+  if (rows > INT32_MAX || vocab >= UINT32_MAX)
+    throw std::invalid_argument(std::string(op) + ": too many rows or too large a vocabulary");
+  cudaStream_t stream = current_stream();
+  const int end_bit = bits_for(static_cast<uint64_t>(vocab));  // the sentinel vocab included
+  const int64_t chunks = (rows + kChunk - 1) / kChunk;
+
+  size_t sort_bytes = 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(rows),
+      0, end_bit, stream));
+  ScratchLayout layout;
+  const size_t keys_in_offset = layout.add(static_cast<size_t>(rows) * sizeof(uint32_t));
+  const size_t keys_out_offset = layout.add(static_cast<size_t>(rows) * sizeof(uint32_t));
+  const size_t rows_in_offset = layout.add(static_cast<size_t>(rows) * sizeof(int32_t));
+  const size_t rows_out_offset = layout.add(static_cast<size_t>(rows) * sizeof(int32_t));
+  const size_t sort_offset = layout.add(sort_bytes);
+  const size_t partials_offset =
+      layout.add(static_cast<size_t>(chunks * 2 * d_model) * sizeof(float));
+  void* base = stream_resources(stream).scratch(layout.total());
+  uint32_t* keys_in = at_offset<uint32_t>(base, keys_in_offset);
+  uint32_t* sorted_ids = at_offset<uint32_t>(base, keys_out_offset);
+  int32_t* rows_in = at_offset<int32_t>(base, rows_in_offset);
+  int32_t* sorted_rows = at_offset<int32_t>(base, rows_out_offset);
+  float* partials = at_offset<float>(base, partials_offset);
+
+  sort_keys<<<blocks_for(rows, kThreads), kThreads, 0, stream>>>(
+      static_cast<const int32_t*>(ids.data), rows, vocab, pad_id, keys_in, rows_in);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(at_offset<void>(base, sort_offset), sort_bytes,
+                                             keys_in, sorted_ids, rows_in, sorted_rows,
+                                             static_cast<int>(rows), 0, end_bit, stream));
+  const uint32_t sentinel = static_cast<uint32_t>(vocab);
+  float* table_grad = static_cast<float*>(d_table.data);
+  const dim3 grid(static_cast<unsigned>(chunks), blocks_for(d_model, kColumnThreads));
+  dispatch_float_dtype(d_out.dtype, op, "d_out", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    segment_sums<T><<<grid, kColumnThreads, 0, stream>>>(
+        sorted_ids, sorted_rows, static_cast<const T*>(d_out.data), table_grad, partials, rows,
+        d_model, sentinel, scale);
+    CUDA_CHECK_LAUNCH();
+  });
+  finish_crossing_segments<<<grid, kColumnThreads, 0, stream>>>(sorted_ids, partials, table_grad,
+                                                                rows, d_model, sentinel, scale);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,408 @@
+// LayerNorm on the GPU. Rows of up to 1024 columns (a multiple of 8 for 16-bit dtypes, of 4 for
+// f32, 16-byte aligned; or up to 256 of any width) take the register path:
+// one warp per row, the row held in registers as 16-byte packs, statistics in fp32 from a
+// two-pass (mean, then centred squares) sum. Other rows take a block-per-row path through global
+// memory. Parameter gradients are per-block partial sums plus an ordered second pass (reduce.h):
+// deterministic, no float atomics.
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/op_checks.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/stream.h"
+
+namespace nmt::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kRowThreads = kWarpsPerBlock * 32;
+constexpr int kGenericThreads = 256;
+
+// --- register path: lane l owns CHUNKS packs of VEC columns, pack c at (c * 32 + l) * VEC --------
+
+template <typename T, int VEC, int CHUNKS>
+__global__ void __launch_bounds__(kRowThreads)
+    layernorm_forward_rows(const T* __restrict__ x, const T* __restrict__ gamma,
+                           const T* __restrict__ beta, T* __restrict__ y, float* __restrict__ mean,
+                           float* __restrict__ rstd, int64_t rows, int d, float eps) {
+  using P = Pack<T, VEC>;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (row >= rows) return;
+  const T* x_row = x + row * d;
+  P xs[CHUNKS], gs[CHUNKS], bs[CHUNKS];
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int col = (c * 32 + lane) * VEC;
+    if (col < d) {
+      xs[c] = *reinterpret_cast<const P*>(x_row + col);
+      gs[c] = *reinterpret_cast<const P*>(gamma + col);
+      bs[c] = *reinterpret_cast<const P*>(beta + col);
+    }
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c)
+    if ((c * 32 + lane) * VEC < d)
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) sum += to_float(xs[c].v[i]);
+  const float mu = warp_sum(sum) / d;
+  float squares = 0.0f;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c)
+    if ((c * 32 + lane) * VEC < d)
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        const float centred = to_float(xs[c].v[i]) - mu;
+        squares += centred * centred;
+      }
+  const float r = rsqrtf(warp_sum(squares) / d + eps);
+  T* y_row = y + row * d;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int col = (c * 32 + lane) * VEC;
+    if (col < d) {
+      P out;
+#pragma unroll
+      for (int i = 0; i < VEC; ++i)
+        out.v[i] = from_float<T>((to_float(xs[c].v[i]) - mu) * r * to_float(gs[c].v[i]) +
+                                 to_float(bs[c].v[i]));
+      *reinterpret_cast<P*>(y_row + col) = out;
+    }
+  }
+  if (lane == 0) {
+    mean[row] = mu;
+    rstd[row] = r;
+  }
+}
+
+// Warps stride over rows; each lane keeps its columns' d_gamma / d_beta sums in registers, the
+// block adds its warps' sums in warp order in shared memory and writes one partial row
+// [d_gamma | d_beta]. The next row's loads are issued before the current row is computed, so each
+// warp keeps two rows in flight.
+// Two blocks per multiprocessor (at most 128 registers) while a lane holds at most 16 16-bit or
+// 8 f32 elements (d = 512 in bf16); wider rows get the registers they need at one block per
+// multiprocessor rather than spill.
+template <typename T, int VEC, int CHUNKS>
+__global__ void __launch_bounds__(kRowThreads, VEC* CHUNKS * sizeof(T) <= 32 ? 2 : 1)
+    layernorm_backward_rows(const T* dy, const T* __restrict__ x, const T* __restrict__ gamma,
+                            const float* __restrict__ mean, const float* __restrict__ rstd, T* dx,
+                            float* __restrict__ partials, int64_t rows, int d) {
+  extern __shared__ float block_sums[];  // [2, d]: d_gamma then d_beta
+  using P = Pack<T, VEC>;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  P gs[CHUNKS];
+  float acc_gamma[CHUNKS][VEC], acc_beta[CHUNKS][VEC];
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int col = (c * 32 + lane) * VEC;
+    if (col < d) gs[c] = *reinterpret_cast<const P*>(gamma + col);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) acc_gamma[c][i] = acc_beta[c][i] = 0.0f;
+  }
+  auto load_row = [&](int64_t row, P* dys, P* xs) {
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int col = (c * 32 + lane) * VEC;
+      if (col < d) {
+        dys[c] = *reinterpret_cast<const P*>(dy + row * d + col);
+        xs[c] = *reinterpret_cast<const P*>(x + row * d + col);
+      }
+    }
+  };
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  P dys[CHUNKS], xs[CHUNKS];
+  if (row < rows) load_row(row, dys, xs);
+  for (; row < rows; row += stride) {
+    // dx may alias dy: a row is read (one iteration ahead) before it is written, and rows are
+    // disjoint between warps.
+    P next_dys[CHUNKS], next_xs[CHUNKS];
+    if (row + stride < rows) load_row(row + stride, next_dys, next_xs);
+    const float mu = mean[row], r = rstd[row];
+    float sum_g = 0.0f, sum_g_xhat = 0.0f;
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+      if ((c * 32 + lane) * VEC < d)
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          const float g_out = to_float(dys[c].v[i]);
+          const float xhat = (to_float(xs[c].v[i]) - mu) * r;
+          // Rounded product (no FMA contraction), the same value as in the dx formula below, so
+          // g - mean(g) is exactly 0 where it should be (d = 1).
+          const float g = __fmul_rn(g_out, to_float(gs[c].v[i]));
+          sum_g += g;
+          sum_g_xhat += g * xhat;
+          acc_gamma[c][i] += g_out * xhat;
+          acc_beta[c][i] += g_out;
+        }
+    const float mean_g = warp_sum(sum_g) / d, mean_g_xhat = warp_sum(sum_g_xhat) / d;
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int col = (c * 32 + lane) * VEC;
+      if (col < d) {
+        P out;
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          const float xhat = (to_float(xs[c].v[i]) - mu) * r;
+          const float g = __fmul_rn(to_float(dys[c].v[i]), to_float(gs[c].v[i]));
+          out.v[i] = from_float<T>(r * (g - mean_g - xhat * mean_g_xhat));
+        }
+        *reinterpret_cast<P*>(dx + row * d + col) = out;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      dys[c] = next_dys[c];
+      xs[c] = next_xs[c];
+    }
+  }
+  for (int w = 0; w < kWarpsPerBlock; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) {
+        const int col = (c * 32 + lane) * VEC;
+        if (col < d)
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) {
+            block_sums[col + i] = (w == 0 ? 0.0f : block_sums[col + i]) + acc_gamma[c][i];
+            block_sums[d + col + i] = (w == 0 ? 0.0f : block_sums[d + col + i]) + acc_beta[c][i];
+          }
+      }
+    }
+    __syncthreads();
+  }
+  for (int col = threadIdx.x; col < 2 * d; col += blockDim.x)
+    partials[static_cast<int64_t>(blockIdx.x) * 2 * d + col] = block_sums[col];
+}
+
+// --- generic path: one block per row through global memory, any width and alignment ------------
+
+template <typename T>
+__global__ void layernorm_forward_generic(const T* __restrict__ x, const T* __restrict__ gamma,
+                                          const T* __restrict__ beta, T* __restrict__ y,
+                                          float* __restrict__ mean, float* __restrict__ rstd,
+                                          int64_t d, float eps) {
+  __shared__ float shared[32];
+  const T* x_row = x + static_cast<int64_t>(blockIdx.x) * d;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) sum += to_float(x_row[i]);
+  const float mu = block_sum(sum, shared) / d;
+  float squares = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float centred = to_float(x_row[i]) - mu;
+    squares += centred * centred;
+  }
+  const float r = rsqrtf(block_sum(squares, shared) / d + eps);
+  T* y_row = y + static_cast<int64_t>(blockIdx.x) * d;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+    y_row[i] =
+        from_float<T>((to_float(x_row[i]) - mu) * r * to_float(gamma[i]) + to_float(beta[i]));
+  if (threadIdx.x == 0) {
+    mean[blockIdx.x] = mu;
+    rstd[blockIdx.x] = r;
+  }
+}
+
+template <typename T>
+__global__ void layernorm_backward_dx_generic(const T* dy, const T* __restrict__ x,
+                                              const T* __restrict__ gamma,
+                                              const float* __restrict__ mean,
+                                              const float* __restrict__ rstd, T* dx, int64_t d) {
+  __shared__ float shared[32];
+  const int64_t offset = static_cast<int64_t>(blockIdx.x) * d;
+  const float mu = mean[blockIdx.x], r = rstd[blockIdx.x];
+  float sum_g = 0.0f, sum_g_xhat = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float g = __fmul_rn(to_float(dy[offset + i]), to_float(gamma[i]));
+    sum_g += g;
+    sum_g_xhat += g * (to_float(x[offset + i]) - mu) * r;
+  }
+  const float mean_g = block_sum(sum_g, shared) / d;
+  const float mean_g_xhat = block_sum(sum_g_xhat, shared) / d;
+  // The block's reads of dy are complete (block_sum ends with a barrier): dx may alias dy.
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float xhat = (to_float(x[offset + i]) - mu) * r;
+    const float g = __fmul_rn(to_float(dy[offset + i]), to_float(gamma[i]));
+    dx[offset + i] = from_float<T>(r * (g - mean_g - xhat * mean_g_xhat));
+  }
+}
+
+// grid (column tiles, parts): partial d_gamma / d_beta of one part's rows for one column, into
+// partials [parts, 2 * d] (d_gamma then d_beta).
+template <typename T>
+__global__ void layernorm_param_partials_generic(const T* __restrict__ dy, const T* __restrict__ x,
+                                                 const float* __restrict__ mean,
+                                                 const float* __restrict__ rstd, int64_t rows,
+                                                 int64_t d, int64_t rows_per_part,
+                                                 float* __restrict__ partials) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= d) return;
+  const int64_t begin = blockIdx.y * rows_per_part, end = min(rows, begin + rows_per_part);
+  float acc_gamma = 0.0f, acc_beta = 0.0f;
+  for (int64_t r = begin; r < end; ++r) {
+    const float g_out = to_float(dy[r * d + col]);
+    acc_gamma += g_out * (to_float(x[r * d + col]) - mean[r]) * rstd[r];
+    acc_beta += g_out;
+  }
+  partials[blockIdx.y * 2 * d + col] = acc_gamma;
+  partials[blockIdx.y * 2 * d + d + col] = acc_beta;
+}
+
+// --- launch helpers ----------------------------------------------------------------------------
+
+// Picks the register-path variant for width d and calls f(VEC, CHUNKS) with them as
+// std::integral_constant. A lane holds at most 32 elements of a row (more spills registers in the
+// backward kernel). Returns false when d needs the generic path.
+template <typename T, typename F>
+bool with_row_variant(int64_t d, bool aligned, F&& f) {
+  constexpr int vec = kPackWidth<T>;
+  using One = std::integral_constant<int, 1>;
+  using Vec = std::integral_constant<int, vec>;
+  if (aligned && d % vec == 0) {
+    const int64_t packs = d / vec;
+    if (packs <= 32) return f(Vec{}, One{}), true;
+    if (packs <= 64) return f(Vec{}, std::integral_constant<int, 2>{}), true;
+    if (packs <= 128) return f(Vec{}, std::integral_constant<int, 4>{}), true;
+    if constexpr (vec * 8 <= 32) {
+      if (packs <= 256) return f(Vec{}, std::integral_constant<int, 8>{}), true;
+    }
+  }
+  if (d <= 64) return f(One{}, std::integral_constant<int, 2>{}), true;
+  if (d <= 256) return f(One{}, std::integral_constant<int, 8>{}), true;
+  return false;
+}
+
+template <typename Kernel>
+int resident_blocks_per_sm(Kernel kernel, int threads, size_t shared_bytes) {
+  int blocks = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared_bytes));
+  return std::max(blocks, 1);
+}
+
+void check_common(const char* op, const Tensor& x, const Tensor& gamma) {
+  require_rank(op, "x", x, 2);
+  const int64_t d = x.dim(1);
+  check_shape(op, "gamma", gamma, {d});
+  require_same_dtype(op, "gamma", gamma, "x", x);
+}
+
+}  // namespace
+
+void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                       Tensor& mean, Tensor& rstd, float eps) {
+  constexpr const char* op = "layernorm_forward";
+  check_common(op, x, gamma);
+  const int64_t rows = x.dim(0), d = x.dim(1);
+  check_shape(op, "beta", beta, {d});
+  check_shape(op, "y", y, {rows, d});
+  check_shape(op, "mean", mean, {rows});
+  check_shape(op, "rstd", rstd, {rows});
+  require_same_dtype(op, "beta", beta, "x", x);
+  require_same_dtype(op, "y", y, "x", x);
+  require_dtype(op, "mean", mean, DType::f32);
+  require_dtype(op, "rstd", rstd, DType::f32);
+  require_on_gpu(
+      op,
+      {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}, {"y", &y}, {"mean", &mean}, {"rstd", &rstd}});
+  if (rows == 0 || d == 0) return;
+  cudaStream_t stream = current_stream();
+  const bool aligned = is_aligned16(x.data) && is_aligned16(gamma.data) &&
+                       is_aligned16(beta.data) && is_aligned16(y.data);
+  dispatch_float_dtype(x.dtype, op, "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(x.data);
+    const T* gp = static_cast<const T*>(gamma.data);
+    const T* bp = static_cast<const T*>(beta.data);
+    T* yp = static_cast<T*>(y.data);
+    float* mp = static_cast<float*>(mean.data);
+    float* rp = static_cast<float*>(rstd.data);
+    const bool done = with_row_variant<T>(d, aligned, [&](auto vec, auto chunks) {
+      layernorm_forward_rows<T, decltype(vec)::value, decltype(chunks)::value>
+          <<<blocks_for(rows, kWarpsPerBlock), kRowThreads, 0, stream>>>(
+              xp, gp, bp, yp, mp, rp, rows, static_cast<int>(d), eps);
+    });
+    if (!done)
+      layernorm_forward_generic<T><<<static_cast<unsigned>(rows), kGenericThreads, 0, stream>>>(
+          xp, gp, bp, yp, mp, rp, d, eps);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& d_gamma, Tensor& d_beta) {
+  constexpr const char* op = "layernorm_backward";
+  check_common(op, x, gamma);
+  const int64_t rows = x.dim(0), d = x.dim(1);
+  check_shape(op, "dy", dy, {rows, d});
+  check_shape(op, "mean", mean, {rows});
+  check_shape(op, "rstd", rstd, {rows});
+  check_shape(op, "dx", dx, {rows, d});
+  check_shape(op, "d_gamma", d_gamma, {d});
+  check_shape(op, "d_beta", d_beta, {d});
+  require_same_dtype(op, "dy", dy, "x", x);
+  require_same_dtype(op, "dx", dx, "x", x);
+  require_dtype(op, "mean", mean, DType::f32);
+  require_dtype(op, "rstd", rstd, DType::f32);
+  require_dtype(op, "d_gamma", d_gamma, DType::f32);
+  require_dtype(op, "d_beta", d_beta, DType::f32);
+  require_on_gpu(op, {{"dy", &dy},
+                      {"x", &x},
+                      {"gamma", &gamma},
+                      {"mean", &mean},
+                      {"rstd", &rstd},
+                      {"dx", &dx},
+                      {"d_gamma", &d_gamma},
+                      {"d_beta", &d_beta}});
+  if (rows == 0 || d == 0) return;
+  cudaStream_t stream = current_stream();
+  StreamResources& resources = stream_resources(stream);
+  const bool aligned = is_aligned16(x.data) && is_aligned16(gamma.data) && is_aligned16(dy.data) &&
+                       is_aligned16(dx.data);
+  float* dgamma_out = static_cast<float*>(d_gamma.data);
+  float* dbeta_out = static_cast<float*>(d_beta.data);
+  dispatch_float_dtype(x.dtype, op, "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* dyp = static_cast<const T*>(dy.data);
+    const T* xp = static_cast<const T*>(x.data);
+    const T* gp = static_cast<const T*>(gamma.data);
+    const float* mp = static_cast<const float*>(mean.data);
+    const float* rp = static_cast<const float*>(rstd.data);
+    T* dxp = static_cast<T*>(dx.data);
+    const bool done = with_row_variant<T>(d, aligned, [&](auto vec, auto chunks) {
+      auto kernel = layernorm_backward_rows<T, decltype(vec)::value, decltype(chunks)::value>;
+      const size_t shared_bytes = 2 * static_cast<size_t>(d) * sizeof(float);
+      // Enough blocks to fill the GPU once; warps then stride over the rows, so the partial sums
+      // stay few (one row of d per block).
+      static const int per_sm = resident_blocks_per_sm(kernel, kRowThreads, shared_bytes);
+      const int64_t blocks = std::min<int64_t>(blocks_for(rows, kWarpsPerBlock),
+                                               int64_t{per_sm} * multiprocessor_count());
+      auto* partials = static_cast<float*>(
+          resources.scratch(static_cast<size_t>(blocks * 2 * d) * sizeof(float)));
+      kernel<<<static_cast<unsigned>(blocks), kRowThreads, shared_bytes, stream>>>(
+          dyp, xp, gp, mp, rp, dxp, partials, rows, static_cast<int>(d));
+      CUDA_CHECK_LAUNCH();
+      accumulate_partial_sum_pair(partials, blocks, d, dgamma_out, dbeta_out, stream);
+    });
+    if (done) return;
+    // Parameter gradients first: they read dy, which dx may overwrite.
+    const int64_t parts = std::min<int64_t>(1024, (rows + 63) / 64);
+    const int64_t rows_per_part = (rows + parts - 1) / parts;
+    auto* partials =
+        static_cast<float*>(resources.scratch(static_cast<size_t>(parts * 2 * d) * sizeof(float)));
+    const dim3 grid(blocks_for(d, kGenericThreads), static_cast<unsigned>(parts));
+    layernorm_param_partials_generic<T>
+        <<<grid, kGenericThreads, 0, stream>>>(dyp, xp, mp, rp, rows, d, rows_per_part, partials);
+    CUDA_CHECK_LAUNCH();
+    accumulate_partial_sum_pair(partials, parts, d, dgamma_out, dbeta_out, stream);
+    layernorm_backward_dx_generic<T>
+        <<<static_cast<unsigned>(rows), kGenericThreads, 0, stream>>>(dyp, xp, gp, mp, rp, dxp, d);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,121 @@
+// Linear layer on the GPU through cuBLASLt. Row-major [rows, n] buffers are column-major [n, rows]
+// matrices to cuBLAS, so every product below is written for the transposed views:
+//   y  = x Wᵀ + b   ->  yᵀ (out x rows) = op_T(W as in x out) · xᵀ (in x rows), bias epilogue
+//   dx = dy W       ->  dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows)
+//   dW += dyᵀ x     ->  dWᵀ (in x out) += xᵀ (in x rows) · op_T(dyᵀ) (rows x out), fp32 output
+// db is a deterministic column sum of dy (reduce.h), not a float-atomic epilogue.
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/blas.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/op_checks.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/stream.h"
+
+namespace nmt::cuda {
+namespace {
+
+void require_float(const char* op, const char* name, const Tensor& t) {
+  if (t.dtype != DType::f32 && t.dtype != DType::bf16 && t.dtype != DType::f16)
+    throw std::invalid_argument(std::string(op) + ": " + name + " must be f32, bf16 or f16, got " +
+                                t.shape_string());
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  constexpr const char* op = "linear_forward";
+  require_rank(op, "x", x, 2);
+  require_rank(op, "w", w, 2);
+  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
+  check_shape(op, "w", w, {out, in});
+  check_shape(op, "y", y, {rows, out});
+  require_float(op, "x", x);
+  require_same_dtype(op, "w", w, "x", x);
+  require_same_dtype(op, "y", y, "x", x);
+  if (!b.empty()) {
+    check_shape(op, "b", b, {out});
+    require_same_dtype(op, "b", b, "x", x);
+  }
+  require_on_gpu(op, {{"x", &x}, {"w", &w}, {"y", &y}});
+  require_optional_on_gpu(op, {{"b", &b}});
+  if (rows == 0 || out == 0) return;
+  if (in == 0)
+    throw std::invalid_argument(std::string(op) + ": x " + x.shape_string() + " has no columns");
+  LtMatmul g;
+  g.trans_a = CUBLAS_OP_T;
+  g.trans_b = CUBLAS_OP_N;
+  g.m = out;
+  g.n = rows;
+  g.k = in;
+  g.lda = in;
+  g.ldb = in;
+  g.ldc = out;
+  g.ab_type = x.dtype;
+  g.c_type = y.dtype;
+  lt_matmul(g, w.data, x.data, y.data, b.empty() ? nullptr : b.data, 1.0f, current_stream());
+}
+
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
+                     Tensor& db) {
+  constexpr const char* op = "linear_backward";
+  require_rank(op, "x", x, 2);
+  require_rank(op, "w", w, 2);
+  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
+  check_shape(op, "w", w, {out, in});
+  check_shape(op, "dy", dy, {rows, out});
+  require_float(op, "x", x);
+  require_same_dtype(op, "w", w, "x", x);
+  require_same_dtype(op, "dy", dy, "x", x);
+  if (!dx.empty()) {
+    check_shape(op, "dx", dx, {rows, in});
+    require_same_dtype(op, "dx", dx, "x", x);
+  }
+  if (!dw.empty()) {
+    check_shape(op, "dw", dw, {out, in});
+    require_dtype(op, "dw", dw, DType::f32);
+  }
+  if (!db.empty()) {
+    check_shape(op, "db", db, {out});
+    require_dtype(op, "db", db, DType::f32);
+  }
+  require_on_gpu(op, {{"dy", &dy}, {"x", &x}, {"w", &w}});
+  require_optional_on_gpu(op, {{"dx", &dx}, {"dw", &dw}, {"db", &db}});
+  if (rows == 0) return;
+  cudaStream_t stream = current_stream();
+  if (!dx.empty() && in > 0) {
+    if (out == 0) {
+      CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), stream));
+    } else {
+      LtMatmul g;
+      g.m = in;
+      g.n = rows;
+      g.k = out;
+      g.lda = in;
+      g.ldb = out;
+      g.ldc = in;
+      g.ab_type = x.dtype;
+      g.c_type = dx.dtype;
+      lt_matmul(g, w.data, dy.data, dx.data, nullptr, 1.0f, stream);
+    }
+  }
+  if (!dw.empty() && in > 0 && out > 0) {
+    LtMatmul g;
+    g.trans_b = CUBLAS_OP_T;
+    g.m = in;
+    g.n = out;
+    g.k = rows;
+    g.lda = in;
+    g.ldb = out;
+    g.ldc = in;
+    g.ab_type = x.dtype;
+    g.c_type = DType::f32;
+    g.accumulate = true;
+    lt_matmul(g, x.data, dy.data, dw.data, nullptr, 1.0f, stream);
+  }
+  if (!db.empty() && out > 0) accumulate_column_sums(dy, static_cast<float*>(db.data), stream);
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,64 @@
+// Per-(device, stream) scratch memory, cuBLAS workspace and pinned result slots of the CUDA ops.
+#include "kernels/cuda/scratch.h"
+
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "kernels/cuda/check.h"
+
+namespace nmt::cuda {
+
+StreamResources::~StreamResources() {
+  // At process exit the runtime may already be gone; errors here are deliberately ignored.
+  if (scratch_) cudaFree(scratch_);
+  if (blas_workspace_) cudaFree(blas_workspace_);
+  if (host_result_) cudaFreeHost(host_result_);
+}
+
+void* StreamResources::scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  // Work already queued on this stream may still read the old buffer.
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (scratch_) CUDA_CHECK(cudaFree(scratch_));
+  scratch_ = nullptr;
+  size_t grown = scratch_bytes_ + scratch_bytes_ / 2;
+  size_t size = bytes > grown ? bytes : grown;
+  CUDA_CHECK(cudaMalloc(&scratch_, size));
+  scratch_bytes_ = size;
+  return scratch_;
+}
+
+void* StreamResources::blas_workspace() {
+  if (!blas_workspace_) CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes));
+  return blas_workspace_;
+}
+
+void* StreamResources::host_result(size_t bytes) {
+  if (bytes <= host_result_bytes_) return host_result_;
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (host_result_) CUDA_CHECK(cudaFreeHost(host_result_));
+  host_result_ = nullptr;
+  size_t size = bytes < 256 ? 256 : bytes;
+  CUDA_CHECK(cudaMallocHost(&host_result_, size));
+  host_result_bytes_ = size;
+  return host_result_;
+}
+
+StreamResources& stream_resources(cudaStream_t stream) {
+  thread_local std::map<std::pair<int, cudaStream_t>, std::unique_ptr<StreamResources>> resources;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  auto& slot = resources[{device, stream}];
+  if (!slot) {
+    slot = std::make_unique<StreamResources>();
+    slot->stream = stream;
+  }
+  return *slot;
+}
+
+void reserve_scratch(cudaStream_t stream, size_t bytes) {
+  stream_resources(stream).scratch(bytes);
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,69 @@
+// Per-(device, stream) resources of the CUDA ops: grow-only device scratch for op temporaries,
+// the cuBLAS / cuBLASLt workspace, and a pinned host slot for results copied back to the host.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace nmt::cuda {
+
+// The cuBLASLt / cuBLAS workspace of each stream (NVIDIA recommends 32 MiB on Hopper).
+constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+
+// Owned by the calling thread and keyed by (device, stream): ops on one stream run in order, so a
+// buffer is never used by two ops at once. Memory is taken on first use and when a larger request
+// comes (after synchronising the stream); a training step therefore allocates only in its first
+// iteration, and a step captured into a CUDA graph must be preceded by one uncaptured step (or by
+// reserve_scratch with the largest size).
+class StreamResources {
+ public:
+  StreamResources() = default;
+  ~StreamResources();
+  StreamResources(const StreamResources&) = delete;
+  StreamResources& operator=(const StreamResources&) = delete;
+
+  // Device memory of at least `bytes`, valid until the next scratch() call on this stream.
+  void* scratch(size_t bytes);
+  void* blas_workspace();
+  // Pinned host memory of at least `bytes` (a few hundred at most), for results of an op.
+  void* host_result(size_t bytes);
+
+  cudaStream_t stream = nullptr;
+
+ private:
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  void* blas_workspace_ = nullptr;
+  void* host_result_ = nullptr;
+  size_t host_result_bytes_ = 0;
+};
+
+// The resources of `stream` on the current device, for the calling thread.
+StreamResources& stream_resources(cudaStream_t stream);
+
+// Grows the scratch of `stream` to `bytes` now (before graph capture, say).
+void reserve_scratch(cudaStream_t stream, size_t bytes);
+
+// Carves several aligned buffers out of one scratch allocation: add() each size, then take the
+// base pointer once and offset it.
+class ScratchLayout {
+ public:
+  // Returns the byte offset of a new buffer of `bytes`, aligned to 256 bytes.
+  size_t add(size_t bytes) {
+    size_t offset = (total_ + 255) / 256 * 256;
+    total_ = offset + bytes;
+    return offset;
+  }
+  size_t total() const { return total_; }
+
+ private:
+  size_t total_ = 0;
+};
+
+template <typename T>
+T* at_offset(void* base, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(base) + offset);
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,26 @@
+// The thread-local current CUDA stream: every op of kernels/cuda enqueues its work there.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace nmt::cuda {
+
+// The stream ops of this thread run on (the legacy default stream until one is set).
+cudaStream_t current_stream();
+void set_current_stream(cudaStream_t stream);
+
+// Sets the current stream for a scope and restores the previous one on exit.
+class StreamScope {
+ public:
+  explicit StreamScope(cudaStream_t stream) : previous_(current_stream()) {
+    set_current_stream(stream);
+  }
+  ~StreamScope() { set_current_stream(previous_); }
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+
+ private:
+  cudaStream_t previous_;
+};
+
+}  // namespace nmt::cuda

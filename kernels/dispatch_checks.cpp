@@ -1,0 +1,61 @@
+// Checks shared by the op dispatch files: dtype, same-shape and device checks naming the op.
+#include "kernels/dispatch_checks.h"
+
+#include <stdexcept>
+
+namespace nmt::detail {
+
+void require_dtype(const char* op, const char* name, const Tensor& t, DType dtype) {
+  if (t.dtype != dtype)
+    throw std::invalid_argument(std::string(op) + ": " + name + " must be " + dtype_name(dtype) +
+                                ", got " + t.shape_string());
+}
+
+void require_same_shape(const char* op, const char* name, const Tensor& t, const char* like_name,
+                        const Tensor& like) {
+  bool same = t.rank == like.rank;
+  for (int i = 0; same && i < t.rank; ++i) same = t.shape[i] == like.shape[i];
+  if (!same)
+    throw std::invalid_argument(std::string(op) + ": " + name + " has shape " + t.shape_string() +
+                                ", expected the shape of " + like_name + " " + like.shape_string());
+}
+
+void require_rank(const char* op, const char* name, const Tensor& t, int rank, const char* layout) {
+  if (t.rank != rank)
+    throw std::invalid_argument(std::string(op) + ": " + name + " has shape " + t.shape_string() +
+                                ", expected rank " + std::to_string(rank) + " " + layout);
+}
+
+namespace {
+
+void require_data(const char* op, const char* name, const Tensor& t) {
+  if (t.empty() && t.numel() != 0)
+    throw std::invalid_argument(std::string(op) + ": " + name + " " + t.shape_string() +
+                                " has no data");
+}
+
+}  // namespace
+
+float* cpu_f32(const char* op, const char* name, const Tensor& t) {
+  require_dtype(op, name, t, DType::f32);
+  require_data(op, name, t);
+  return t.f32();
+}
+
+int32_t* cpu_i32(const char* op, const char* name, const Tensor& t) {
+  require_dtype(op, name, t, DType::i32);
+  require_data(op, name, t);
+  return t.i32();
+}
+
+Device call_device(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    if (t && !t->empty()) return t->device;
+  return Device::cpu;  // nothing to touch: every tensor is empty, the CPU path is a no-op
+}
+
+void throw_cuda_not_built(const char* op) {
+  throw std::runtime_error(std::string(op) + ": the CUDA backend of this op is not built yet");
+}
+
+}  // namespace nmt::detail

@@ -1,0 +1,111 @@
+// Dispatch of the elementwise ops and buffer helpers (kernels/elementwise.h) to the CPU or CUDA
+// backend.
+#include "kernels/elementwise.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/dispatch_checks.h"
+
+namespace nmt {
+namespace {
+
+void check_dropout_p(const char* op, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    throw std::invalid_argument(std::string(op) + ": dropout probability " + std::to_string(p) +
+                                " is outside [0, 1)");
+}
+
+}  // namespace
+
+void relu_forward(const Tensor& x, Tensor& y) {
+  constexpr const char* op = "relu_forward";
+  detail::require_same_shape(op, "y", y, "x", x);
+  check_same_device(op, {&x, &y});
+  if (detail::call_device({&x, &y}) == Device::cuda) return cuda::relu_forward(x, y);
+  cpu::relu_forward(detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "y", y), x.numel());
+}
+
+void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  constexpr const char* op = "relu_backward";
+  detail::require_same_shape(op, "y", y, "dy", dy);
+  detail::require_same_shape(op, "dx", dx, "dy", dy);
+  check_same_device(op, {&dy, &y, &dx});
+  if (detail::call_device({&dy, &y, &dx}) == Device::cuda) return cuda::relu_backward(dy, y, dx);
+  cpu::relu_backward(detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "y", y),
+                     detail::cpu_f32(op, "dx", dx), dy.numel());
+}
+
+void residual_add(const Tensor& a, const Tensor& b, Tensor& y) {
+  constexpr const char* op = "residual_add";
+  detail::require_same_shape(op, "b", b, "a", a);
+  detail::require_same_shape(op, "y", y, "a", a);
+  check_same_device(op, {&a, &b, &y});
+  if (detail::call_device({&a, &b, &y}) == Device::cuda) return cuda::residual_add(a, b, y);
+  cpu::residual_add(detail::cpu_f32(op, "a", a), detail::cpu_f32(op, "b", b),
+                    detail::cpu_f32(op, "y", y), a.numel());
+}
+
+void add_inplace(Tensor& y, const Tensor& x) {
+  constexpr const char* op = "add_inplace";
+  detail::require_same_shape(op, "x", x, "y", y);
+  check_same_device(op, {&y, &x});
+  if (detail::call_device({&y, &x}) == Device::cuda) return cuda::add_inplace(y, x);
+  cpu::add_inplace(detail::cpu_f32(op, "y", y), detail::cpu_f32(op, "x", x), y.numel());
+}
+
+void scale_inplace(Tensor& y, float s) {
+  constexpr const char* op = "scale_inplace";
+  if (detail::call_device({&y}) == Device::cuda) return cuda::scale_inplace(y, s);
+  cpu::scale_inplace(detail::cpu_f32(op, "y", y), s, y.numel());
+}
+
+void fill_zero(Tensor& y) {
+  constexpr const char* op = "fill_zero";
+  if (y.empty()) {
+    if (y.numel() == 0) return;
+    throw std::invalid_argument(std::string(op) + ": y " + y.shape_string() + " has no data");
+  }
+  if (y.device == Device::cuda) return cuda::fill_zero(y);
+  // Any dtype: all-zero bytes are 0 in f32, bf16, f16 and i32 alike.
+  std::memset(y.data, 0, y.bytes());
+}
+
+void copy_tensor(const Tensor& src, Tensor& dst) {
+  constexpr const char* op = "copy_tensor";
+  detail::require_same_shape(op, "dst", dst, "src", src);
+  if (dst.dtype != src.dtype)
+    throw std::invalid_argument(std::string(op) + ": dst " + dst.shape_string() + " and src " +
+                                src.shape_string() + " differ in dtype");
+  if (src.numel() == 0) return;
+  if (src.empty() || dst.empty())
+    throw std::invalid_argument(std::string(op) + ": " + (src.empty() ? "src " : "dst ") +
+                                (src.empty() ? src : dst).shape_string() + " has no data");
+  if (src.device == Device::cuda || dst.device == Device::cuda) return cuda::copy_tensor(src, dst);
+  if (src.data != dst.data) std::memmove(dst.data, src.data, src.bytes());
+}
+
+void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
+  constexpr const char* op = "dropout_forward";
+  detail::require_same_shape(op, "y", y, "x", x);
+  check_dropout_p(op, p);
+  check_same_device(op, {&x, &y});
+  if (detail::call_device({&x, &y}) == Device::cuda) return cuda::dropout_forward(x, y, p, key);
+  cpu::dropout_apply(detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "y", y), x.numel(), p, key);
+}
+
+void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {
+  constexpr const char* op = "dropout_backward";
+  detail::require_same_shape(op, "dx", dx, "dy", dy);
+  check_dropout_p(op, p);
+  check_same_device(op, {&dy, &dx});
+  if (detail::call_device({&dy, &dx}) == Device::cuda) return cuda::dropout_backward(dy, dx, p, key);
+  // The map is linear with a diagonal mask, so its backward applies the same mask to dy.
+  cpu::dropout_apply(detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "dx", dx), dy.numel(), p,
+                     key);
+}
+
+}  // namespace nmt

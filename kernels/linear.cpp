@@ -1,0 +1,45 @@
+// Dispatch of the linear layer (kernels/linear.h) to the CPU or CUDA backend.
+#include "kernels/linear.h"
+
+#include "kernels/cpu/linear.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/dispatch_checks.h"
+
+namespace nmt {
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  constexpr const char* op = "linear_forward";
+  detail::require_rank(op, "x", x, 2, "[rows, in]");
+  detail::require_rank(op, "w", w, 2, "[out, in]");
+  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
+  check_shape(op, "w", w, {out, in});
+  if (!b.empty()) check_shape(op, "b", b, {out});
+  check_shape(op, "y", y, {rows, out});
+  check_same_device(op, {&x, &w, &b, &y});
+  if (detail::call_device({&x, &w, &b, &y}) == Device::cuda) return cuda::linear_forward(x, w, b, y);
+  cpu::linear_forward(detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "w", w),
+                      b.empty() ? nullptr : detail::cpu_f32(op, "b", b),
+                      detail::cpu_f32(op, "y", y), rows, in, out);
+}
+
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
+                     Tensor& db) {
+  constexpr const char* op = "linear_backward";
+  detail::require_rank(op, "x", x, 2, "[rows, in]");
+  detail::require_rank(op, "w", w, 2, "[out, in]");
+  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
+  check_shape(op, "w", w, {out, in});
+  check_shape(op, "dy", dy, {rows, out});
+  if (!dx.empty()) check_shape(op, "dx", dx, {rows, in});
+  check_shape(op, "dw", dw, {out, in});
+  if (!db.empty()) check_shape(op, "db", db, {out});
+  check_same_device(op, {&dy, &x, &w, &dx, &dw, &db});
+  if (detail::call_device({&dy, &x, &w, &dx, &dw, &db}) == Device::cuda)
+    return cuda::linear_backward(dy, x, w, dx, dw, db);
+  cpu::linear_backward(
+      detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "w", w),
+      dx.empty() ? nullptr : detail::cpu_f32(op, "dx", dx), detail::cpu_f32(op, "dw", dw),
+      db.empty() ? nullptr : detail::cpu_f32(op, "db", db), rows, in, out);
+}
+
+}  // namespace nmt

@@ -1,0 +1,123 @@
+// CUDA elementwise ops against the CPU reference: ReLU, adds, scaling, dropout (identical masks),
+// fill and copy, at odd sizes, in place and off 16-byte alignment.
+#include <vector>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/elementwise.h"
+#include "test/cuda/gpu_test_util.h"
+#include "test/support/catch.h"
+
+namespace nmt::test {
+namespace {
+
+const DType kFloatTypes[] = {DType::f32, DType::bf16, DType::f16};
+const int64_t kSizes[] = {1, 7, 33, 1000, 4097};
+
+// Random values away from 0, so a dropped element (0) is told apart from a kept one.
+std::vector<float> nonzero_values(size_t n, uint64_t seed) {
+  std::vector<float> v = random_floats(n, seed, 0.25f, 2.0f);
+  std::vector<float> sign = random_floats(n, seed + 1);
+  for (size_t i = 0; i < n; ++i)
+    if (sign[i] < 0) v[i] = -v[i];
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cuda relu, residual_add, add_inplace, scale_inplace match the CPU",
+          "[cuda][elementwise]") {
+  for (DType dtype : kFloatTypes)
+    for (int64_t n : kSizes)
+      for (int offset : {0, 1}) {
+        INFO("dtype " << dtype_name(dtype) << " n " << n << " offset " << offset);
+        const std::vector<int64_t> shape{n};
+        std::vector<float> a = rounded(random_floats(n, 11 + n), dtype);
+        std::vector<float> b = rounded(random_floats(n, 12 + n), dtype);
+
+        // relu forward / backward
+        std::vector<float> relu_ref(n), relu_dx_ref(n);
+        Tensor relu_out = cpu_view(relu_ref, shape);
+        relu_forward(cpu_view(a, shape), relu_out);
+        Tensor relu_dx = cpu_view(relu_dx_ref, shape);
+        relu_backward(cpu_view(b, shape), cpu_view(relu_ref, shape), relu_dx);
+        GpuTensor ga = upload(a, shape, dtype, offset), gb = upload(b, shape, dtype, offset);
+        GpuTensor gy = gpu_poisoned(shape, dtype, offset);
+        cuda::relu_forward(ga.view, gy.view);
+        check_identical("relu_forward", download(gy.view), rounded(relu_ref, dtype));
+        GpuTensor gdx = gpu_poisoned(shape, dtype, offset);
+        cuda::relu_backward(gb.view, gy.view, gdx.view);
+        check_identical("relu_backward", download(gdx.view), rounded(relu_dx_ref, dtype));
+        // in place: dx aliases dy
+        cuda::relu_backward(gb.view, gy.view, gb.view);
+        check_identical("relu_backward in place", download(gb.view), rounded(relu_dx_ref, dtype));
+        gb = upload(b, shape, dtype, offset);
+
+        // residual_add into a third tensor and in place
+        std::vector<float> sum_ref(n);
+        Tensor sum_view = cpu_view(sum_ref, shape);
+        residual_add(cpu_view(a, shape), cpu_view(b, shape), sum_view);
+        GpuTensor gsum = gpu_poisoned(shape, dtype, offset);
+        cuda::residual_add(ga.view, gb.view, gsum.view);
+        check_identical("residual_add", download(gsum.view), rounded(sum_ref, dtype));
+        cuda::add_inplace(ga.view, gb.view);
+        check_identical("add_inplace", download(ga.view), rounded(sum_ref, dtype));
+
+        // scale_inplace
+        std::vector<float> scaled_ref = a;
+        Tensor scaled_view = cpu_view(scaled_ref, shape);
+        scale_inplace(scaled_view, -0.37f);
+        GpuTensor gs = upload(a, shape, dtype, offset);
+        cuda::scale_inplace(gs.view, -0.37f);
+        check_identical("scale_inplace", download(gs.view), rounded(scaled_ref, dtype));
+      }
+}
+
+TEST_CASE("cuda dropout draws the CPU's masks", "[cuda][elementwise][dropout]") {
+  const RngKey key{20240611, 77, 5};
+  for (DType dtype : kFloatTypes)
+    for (int64_t n : kSizes)
+      for (float p : {0.0f, 0.1f, 0.5f})
+        for (int offset : {0, 1}) {
+          INFO("dtype " << dtype_name(dtype) << " n " << n << " p " << p << " offset " << offset);
+          const std::vector<int64_t> shape{n};
+          std::vector<float> x = rounded(nonzero_values(n, 21 + n), dtype);
+          std::vector<float> ref(n);
+          Tensor ref_view = cpu_view(ref, shape);
+          dropout_forward(cpu_view(x, shape), ref_view, p, key);
+          GpuTensor gx = upload(x, shape, dtype, offset);
+          GpuTensor gy = gpu_poisoned(shape, dtype, offset);
+          cuda::dropout_forward(gx.view, gy.view, p, key);
+          const std::vector<float> got = download(gy.view);
+          check_identical("dropout_forward", got, rounded(ref, dtype));
+          // The backward regenerates the same mask; in place (dx aliases dy).
+          std::vector<float> back_ref(n);
+          Tensor back_view = cpu_view(back_ref, shape);
+          dropout_backward(cpu_view(x, shape), back_view, p, key);
+          cuda::dropout_backward(gx.view, gx.view, p, key);
+          check_identical("dropout_backward in place", download(gx.view), rounded(back_ref, dtype));
+        }
+}
+
+TEST_CASE("cuda fill_zero and copy_tensor", "[cuda][elementwise]") {
+  for (DType dtype : {DType::f32, DType::bf16, DType::i32}) {
+    const std::vector<int64_t> shape{3, 37};
+    GpuTensor g = gpu_poisoned(shape, dtype);
+    cuda::fill_zero(g.view);
+    check_identical("fill_zero", download(g.view), std::vector<float>(3 * 37, 0.0f));
+  }
+  std::vector<float> values = random_floats(1001, 5);
+  const std::vector<int64_t> shape{1001};
+  GpuTensor src = upload(values, shape, DType::f32);
+  GpuTensor dst = gpu_poisoned(shape, DType::f32, 1);
+  cuda::copy_tensor(src.view, dst.view);
+  check_identical("copy_tensor device to device", download(dst.view), values);
+  std::vector<float> host(1001, -1.0f);
+  Tensor host_view = cpu_view(host, shape);
+  cuda::copy_tensor(dst.view, host_view);  // returns with the copy complete
+  check_identical("copy_tensor device to host", host, values);
+  GpuTensor back = gpu_poisoned(shape, DType::f32);
+  cuda::copy_tensor(host_view, back.view);
+  check_identical("copy_tensor host to device", download(back.view), values);
+}
+
+}  // namespace nmt::test

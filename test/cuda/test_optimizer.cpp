@@ -1,0 +1,79 @@
+// CUDA gradient sum of squares and Adam / LazyAdam against the CPU reference.
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/optimizer.h"
+#include "test/cuda/gpu_test_util.h"
+#include "test/support/catch.h"
+
+namespace nmt::test {
+
+TEST_CASE("cuda sum_of_squares matches the CPU", "[cuda][optimizer]") {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1000003}})
+      for (int offset : {0, 1}) {
+        INFO("dtype " << dtype_name(dtype) << " n " << n << " offset " << offset);
+        std::vector<float> x = rounded(random_floats(n, 40 + n, -3.0f, 3.0f), dtype);
+        const double ref = sum_of_squares(cpu_view(x, {n}));
+        GpuTensor gx = upload(x, {n}, dtype, offset);
+        const double got = cuda::sum_of_squares(gx.view);
+        CHECK(std::fabs(got - ref) <= 1e-6 * ref + 1e-12);
+      }
+}
+
+TEST_CASE("cuda adam_update matches the CPU over several steps", "[cuda][optimizer]") {
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{100003}}) {
+    INFO("n " << n);
+    std::vector<float> param = random_floats(n, 50 + n), m(n, 0.0f), v(n, 0.0f);
+    GpuTensor gp = upload(param, {n}, DType::f32), gm = upload(m, {n}, DType::f32),
+              gv = upload(v, {n}, DType::f32);
+    AdamHyper h;
+    h.lr = 2e-3f;
+    h.beta1 = 0.9f;
+    h.beta2 = 0.98f;
+    h.eps = 1e-9f;
+    h.weight_decay = 0.01f;
+    for (int64_t step = 1; step <= 3; ++step) {
+      h.step = step;
+      std::vector<float> grad = random_floats(n, 60 + n * step, -0.1f, 0.1f);
+      Tensor p_view = cpu_view(param, {n}), m_view = cpu_view(m, {n}), v_view = cpu_view(v, {n});
+      adam_update(p_view, cpu_view(grad, {n}), m_view, v_view, h, 0.5f);
+      GpuTensor gg = upload(grad, {n}, DType::f32);
+      cuda::adam_update(gp.view, gg.view, gm.view, gv.view, h, 0.5f);
+    }
+    check_close("param", DType::f32, download(gp.view), param, param, 2.0, 1e-6);
+    check_close("m", DType::f32, download(gm.view), m, m, 2.0, 1e-6);
+    check_close("v", DType::f32, download(gv.view), v, v, 2.0, 1e-6);
+  }
+}
+
+TEST_CASE("cuda lazy_adam_update skips untouched rows", "[cuda][optimizer]") {
+  for (int64_t cols : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{100}}) {
+    const int64_t rows = 50, n = rows * cols;
+    INFO("cols " << cols);
+    std::vector<float> param = random_floats(n, 70 + cols), m = random_floats(n, 71, 0.0f, 0.01f),
+                       v = random_floats(n, 72, 0.0f, 0.001f);
+    std::vector<float> grad = random_floats(n, 73 + cols, -0.1f, 0.1f);
+    for (int64_t r = 0; r < rows; r += 3)
+      for (int64_t c = 0; c < cols; ++c) grad[r * cols + c] = 0.0f;  // untouched rows
+    const std::vector<float> param_before = param;
+    GpuTensor gp = upload(param, {rows, cols}, DType::f32),
+              gm = upload(m, {rows, cols}, DType::f32), gv = upload(v, {rows, cols}, DType::f32),
+              gg = upload(grad, {rows, cols}, DType::f32);
+    AdamHyper h;
+    h.step = 7;
+    Tensor p_view = cpu_view(param, {rows, cols}), m_view = cpu_view(m, {rows, cols}),
+           v_view = cpu_view(v, {rows, cols});
+    lazy_adam_update(p_view, cpu_view(grad, {rows, cols}), m_view, v_view, h, 2.0f);
+    cuda::lazy_adam_update(gp.view, gg.view, gm.view, gv.view, h, 2.0f);
+    const std::vector<float> got = download(gp.view);
+    check_close("param", DType::f32, got, param, param, 2.0, 1e-6);
+    check_close("m", DType::f32, download(gm.view), m, m, 2.0, 1e-6);
+    check_close("v", DType::f32, download(gv.view), v, v, 2.0, 1e-6);
+    for (int64_t r = 0; r < rows; r += 3)
+      for (int64_t c = 0; c < cols; ++c) CHECK(got[r * cols + c] == param_before[r * cols + c]);
+  }
+}
+
+}  // namespace nmt::test

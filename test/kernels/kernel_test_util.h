@@ -1,0 +1,42 @@
+// Helpers for the kernel tests: CPU tensor views over std::vectors and exception-message checks.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace nmt::test {
+
+// A view of `values` with the given shape; throws if the element counts differ.
+inline Tensor view(const std::vector<float>& values, std::initializer_list<int64_t> dims) {
+  Tensor t(const_cast<float*>(values.data()), DType::f32, Device::cpu, dims);
+  if (static_cast<size_t>(t.numel()) != values.size())
+    throw std::invalid_argument("view: " + t.shape_string() + " over " +
+                                std::to_string(values.size()) + " floats");
+  return t;
+}
+
+inline Tensor view(const std::vector<int32_t>& values, std::initializer_list<int64_t> dims) {
+  Tensor t(const_cast<int32_t*>(values.data()), DType::i32, Device::cpu, dims);
+  if (static_cast<size_t>(t.numel()) != values.size())
+    throw std::invalid_argument("view: " + t.shape_string() + " over " +
+                                std::to_string(values.size()) + " ints");
+  return t;
+}
+
+// The message of the std::invalid_argument `call` throws, or "" when it throws nothing.
+template <typename Call>
+std::string invalid_argument_message(Call&& call) {
+  try {
+    call();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace nmt::test

@@ -1,0 +1,167 @@
+// Linear layer: values against a double reference, gradients of x, W and b, optional outputs,
+// thread-count independence, shape errors.
+#include <cstdint>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "kernels/linear.h"
+#include "test/kernels/kernel_test_util.h"
+#include "test/support/catch.h"
+#include "test/support/lib/gradcheck.h"
+
+using namespace nmt;
+using namespace nmt::test;
+
+namespace {
+
+std::vector<float> forward(const std::vector<float>& x, const std::vector<float>& w,
+                           const std::vector<float>& b, int64_t rows, int64_t in, int64_t out) {
+  std::vector<float> y(static_cast<size_t>(rows * out));
+  Tensor y_view = view(y, {rows, out});
+  linear_forward(view(x, {rows, in}), view(w, {out, in}), b.empty() ? Tensor() : view(b, {out}),
+                 y_view);
+  return y;
+}
+
+struct Grads {
+  std::vector<float> dx, dw, db;
+};
+
+Grads backward(const std::vector<float>& dy, const std::vector<float>& x,
+               const std::vector<float>& w, int64_t rows, int64_t in, int64_t out) {
+  Grads g{std::vector<float>(x.size()), std::vector<float>(w.size()),
+          std::vector<float>(static_cast<size_t>(out))};
+  Tensor dx = view(g.dx, {rows, in}), dw = view(g.dw, {out, in}), db = view(g.db, {out});
+  linear_backward(view(dy, {rows, out}), view(x, {rows, in}), view(w, {out, in}), dx, dw, db);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("linear_forward equals a double-precision reference", "[linear]") {
+  // 70 outputs cross a 64-column strip; 37 rows leave a partial block of 4.
+  const int64_t rows = 37, in = 65, out = 70;
+  const std::vector<float> x = random_uniform(static_cast<size_t>(rows * in), 1);
+  const std::vector<float> w = random_uniform(static_cast<size_t>(out * in), 2);
+  const std::vector<float> b = random_uniform(static_cast<size_t>(out), 3);
+  const std::vector<float> y = forward(x, w, b, rows, in, out);
+  const std::vector<float> y_no_bias = forward(x, w, {}, rows, in, out);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double dot = 0;
+      for (int64_t i = 0; i < in; ++i)
+        dot += static_cast<double>(x[static_cast<size_t>(r * in + i)]) *
+               w[static_cast<size_t>(o * in + i)];
+      const size_t at = static_cast<size_t>(r * out + o);
+      REQUIRE(y[at] == Approx(dot + b[static_cast<size_t>(o)]).margin(1e-5));
+      REQUIRE(y_no_bias[at] == Approx(dot).margin(1e-5));
+    }
+}
+
+TEST_CASE("linear_backward matches finite differences", "[linear][gradcheck]") {
+  const auto shape = GENERATE(std::vector<int64_t>{1, 1, 1}, std::vector<int64_t>{3, 7, 13},
+                              std::vector<int64_t>{13, 33, 7}, std::vector<int64_t>{6, 5, 70},
+                              std::vector<int64_t>{5, 70, 3});
+  const int64_t rows = shape[0], in = shape[1], out = shape[2];
+  const std::vector<float> x = random_uniform(static_cast<size_t>(rows * in), 4);
+  const std::vector<float> w = random_uniform(static_cast<size_t>(out * in), 5);
+  const std::vector<float> b = random_uniform(static_cast<size_t>(out), 6);
+  const std::vector<float> weights = random_uniform(static_cast<size_t>(rows * out), 7);
+  const Grads g = backward(weights, x, w, rows, in, out);
+
+  // The op is linear in each argument, so the central difference has no truncation error and a
+  // large step only divides the fp32 rounding of the outputs: eps 0.25 makes the check tight.
+  const GradCheckOptions linear_step{0.25, 1e-2, 0};
+  const auto dx = check_gradient(
+      [&](const std::vector<float>& v) {
+        return weighted_sum(forward(v, w, b, rows, in, out), weights);
+      },
+      x, g.dx, linear_step);
+  const auto dw = check_gradient(
+      [&](const std::vector<float>& v) {
+        return weighted_sum(forward(x, v, b, rows, in, out), weights);
+      },
+      w, g.dw, linear_step);
+  const auto db = check_gradient(
+      [&](const std::vector<float>& v) {
+        return weighted_sum(forward(x, w, v, rows, in, out), weights);
+      },
+      b, g.db, linear_step);
+  INFO("rows " << rows << " in " << in << " out " << out);
+  INFO("dx " << dx.describe());
+  INFO("dw " << dw.describe());
+  INFO("db " << db.describe());
+  CHECK(dx.max_rel_error < 1e-3);
+  CHECK(dw.max_rel_error < 1e-3);
+  CHECK(db.max_rel_error < 1e-3);
+}
+
+TEST_CASE("linear_backward accumulates dw and db and may skip dx and db", "[linear]") {
+  const int64_t rows = 7, in = 3, out = 13;
+  const std::vector<float> x = random_uniform(static_cast<size_t>(rows * in), 8);
+  const std::vector<float> w = random_uniform(static_cast<size_t>(out * in), 9);
+  const std::vector<float> dy = random_uniform(static_cast<size_t>(rows * out), 10);
+  const Grads fresh = backward(dy, x, w, rows, in, out);
+
+  std::vector<float> dw(w.size(), 2.0f), db(static_cast<size_t>(out), 2.0f);
+  Tensor no_dx, no_db, dw_view = view(dw, {out, in}), db_view = view(db, {out});
+  linear_backward(view(dy, {rows, out}), view(x, {rows, in}), view(w, {out, in}), no_dx, dw_view,
+                  db_view);
+  for (size_t i = 0; i < dw.size(); ++i) CHECK(dw[i] == Approx(fresh.dw[i] + 2.0f));
+  for (size_t i = 0; i < db.size(); ++i) CHECK(db[i] == Approx(fresh.db[i] + 2.0f));
+
+  std::vector<float> dw_only(w.size(), 0.0f);
+  Tensor dw_only_view = view(dw_only, {out, in});
+  linear_backward(view(dy, {rows, out}), view(x, {rows, in}), view(w, {out, in}), no_dx,
+                  dw_only_view, no_db);
+  CHECK(dw_only == fresh.dw);
+}
+
+#if defined(_OPENMP)
+TEST_CASE("linear results do not depend on the thread count", "[linear][determinism]") {
+  const int64_t rows = 301, in = 67, out = 129;
+  const std::vector<float> x = random_uniform(static_cast<size_t>(rows * in), 11);
+  const std::vector<float> w = random_uniform(static_cast<size_t>(out * in), 12);
+  const std::vector<float> b = random_uniform(static_cast<size_t>(out), 13);
+  const std::vector<float> dy = random_uniform(static_cast<size_t>(rows * out), 14);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<float> y1 = forward(x, w, b, rows, in, out);
+  const Grads g1 = backward(dy, x, w, rows, in, out);
+  omp_set_num_threads(3);  // more threads than this machine may have: a different split
+  const std::vector<float> y3 = forward(x, w, b, rows, in, out);
+  const Grads g3 = backward(dy, x, w, rows, in, out);
+  omp_set_num_threads(threads);
+  CHECK(y1 == y3);
+  CHECK(g1.dx == g3.dx);
+  CHECK(g1.dw == g3.dw);
+  CHECK(g1.db == g3.db);
+}
+#endif
+
+TEST_CASE("linear ops reject mismatched shapes and dtypes, naming the op", "[linear][errors]") {
+  const std::vector<float> x(12), w(8), b(3);
+  const std::vector<int32_t> x_int(12);
+  std::vector<float> y(6), dx(12), dw(8), db(2);
+  Tensor y_view = view(y, {3, 2}), dx_view = view(dx, {3, 4}), dw_view = view(dw, {2, 4});
+  Tensor db_view = view(db, {2});
+  std::string message = invalid_argument_message([&] {
+    linear_forward(view(x, {3, 4}), view(w, {4, 2}), Tensor(), y_view);
+  });
+  CHECK(message.find("linear_forward") != std::string::npos);
+  message = invalid_argument_message([&] {
+    linear_forward(view(x, {3, 4}), view(w, {2, 4}), view(b, {3}), y_view);
+  });
+  CHECK(message.find("linear_forward: b") != std::string::npos);
+  message = invalid_argument_message([&] {
+    linear_forward(view(x_int, {3, 4}), view(w, {2, 4}), Tensor(), y_view);
+  });
+  CHECK(message.find("linear_forward: x must be f32") != std::string::npos);
+  message = invalid_argument_message([&] {
+    linear_backward(view(y, {2, 3}), view(x, {3, 4}), view(w, {2, 4}), dx_view, dw_view, db_view);
+  });
+  CHECK(message.find("linear_backward: dy") != std::string::npos);
+}
