@@ -68,6 +68,11 @@ function(nmt_add_test)
   endif()
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" SKIP_RETURN_CODE 77
                        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  if(NOT T_LABELS STREQUAL "mpi")
+    # ctest runs suites side by side: one OpenMP thread each keeps spinning threads from starving
+    # one another on small machines (tests that need more threads ask for them explicitly).
+    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
+  endif()
 endfunction()
 
 # nmt_add_library(<name> SOURCES ... LIBS ...): a static library, or an interface library while the

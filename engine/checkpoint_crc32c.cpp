@@ -43,7 +43,7 @@ uint64_t load_le64(const unsigned char* p) {
 
 #ifdef NMT_CRC32C_X86
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const unsigned char* p, size_t n,
-                                                          uint32_t c) {
+                                                        uint32_t c) {
   uint64_t c64 = c;
   for (; n >= 8; n -= 8, p += 8) c64 = _mm_crc32_u64(c64, load_le64(p));
   c = static_cast<uint32_t>(c64);
@@ -56,10 +56,9 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const unsigned char* p, 
 uint32_t crc32c_tables(const unsigned char* p, size_t n, uint32_t c) {
   for (; n >= 8; n -= 8, p += 8) {
     uint64_t word = load_le64(p) ^ c;
-    c = kTables[7][word & 0xFF] ^ kTables[6][(word >> 8) & 0xFF] ^
-        kTables[5][(word >> 16) & 0xFF] ^ kTables[4][(word >> 24) & 0xFF] ^
-        kTables[3][(word >> 32) & 0xFF] ^ kTables[2][(word >> 40) & 0xFF] ^
-        kTables[1][(word >> 48) & 0xFF] ^ kTables[0][word >> 56];
+    c = kTables[7][word & 0xFF] ^ kTables[6][(word >> 8) & 0xFF] ^ kTables[5][(word >> 16) & 0xFF] ^
+        kTables[4][(word >> 24) & 0xFF] ^ kTables[3][(word >> 32) & 0xFF] ^
+        kTables[2][(word >> 40) & 0xFF] ^ kTables[1][(word >> 48) & 0xFF] ^ kTables[0][word >> 56];
   }
   for (; n > 0; --n, ++p) c = (c >> 8) ^ kTables[0][(c ^ *p) & 0xFF];
   return c;
@@ -109,7 +108,8 @@ uint32_t crc32c_of_file(const std::string& path) {
   std::vector<unsigned char> block(1 << 20);
   uint32_t crc = 0;
   size_t got = 0;
-  while ((got = std::fread(block.data(), 1, block.size(), f)) > 0) crc = crc32c(block.data(), got, crc);
+  while ((got = std::fread(block.data(), 1, block.size(), f)) > 0)
+    crc = crc32c(block.data(), got, crc);
   bool failed = std::ferror(f) != 0;
   std::fclose(f);
   if (failed) throw std::runtime_error("cannot read " + path);

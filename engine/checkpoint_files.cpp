@@ -17,7 +17,9 @@
 namespace nmt {
 namespace {
 
-std::string system_reason() { return std::strerror(errno); }
+std::string system_reason() {
+  return std::strerror(errno);
+}
 
 }  // namespace
 
@@ -126,7 +128,9 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);  // the mapping keeps the file open
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {

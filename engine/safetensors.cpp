@@ -28,9 +28,9 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 // Element sizes of the dtypes the format defines (sub-byte types are not supported).
 int dtype_bytes(const std::string& dtype) {
   static const std::map<std::string, int> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
-      {"I64", 8},  {"U64", 8}, {"F64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"I64", 8}, {"U64", 8},     {"F64", 8}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -75,7 +75,8 @@ SafetensorsFileInfo write_safetensors(const std::string& path,
     if (bytes > 0 && t.data == nullptr)
       throw std::invalid_argument("write_safetensors " + path + ": tensor '" + t.name +
                                   "' has no data");
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
@@ -170,8 +171,8 @@ void SafetensorsReader::parse_header(uint64_t header_size) {
     int element_bytes = dtype_bytes(info.dtype);
     if (element_bytes == 0) fail(where + "unknown dtype '" + info.dtype + "'");
     if (info.end < info.begin)
-      fail(where + "data_offsets [" + std::to_string(info.begin) + ", " +
-           std::to_string(info.end) + "] end before they begin");
+      fail(where + "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+           "] end before they begin");
     bool overflow = false;
     uint64_t expected = byte_count(info.shape, element_bytes, overflow);
     if (overflow || expected != info.end - info.begin)
@@ -216,8 +217,8 @@ const unsigned char* SafetensorsReader::data(const SafetensorsTensorInfo& tensor
   return file_.data() + data_start_ + tensor.begin;
 }
 
-void SafetensorsReader::read_f32(const std::string& name, const std::vector<int64_t>& expected_shape,
-                                 float* out) const {
+void SafetensorsReader::read_f32(const std::string& name,
+                                 const std::vector<int64_t>& expected_shape, float* out) const {
   const SafetensorsTensorInfo* t = find(name);
   if (!t) fail("no tensor '" + name + "'");
   if (t->dtype != "F32") fail("tensor '" + name + "' is " + t->dtype + ", expected F32");
@@ -227,6 +228,8 @@ void SafetensorsReader::read_f32(const std::string& name, const std::vector<int6
   if (t->end > t->begin) std::memcpy(out, data(*t), t->end - t->begin);
 }
 
-uint32_t SafetensorsReader::file_crc32c() const { return crc32c(file_.data(), file_.size()); }
+uint32_t SafetensorsReader::file_crc32c() const {
+  return crc32c(file_.data(), file_.size());
+}
 
 }  // namespace nmt

@@ -62,10 +62,11 @@ static std::string format_step(int64_t step, int64_t epoch, double lr, const Int
 }
 
 TrainSummary run_training(const RunConfig& cfg, std::ostream& out) {
-  if (cfg.train.device != Device::cpu)
-    throw std::runtime_error("train.device: the CUDA training path is not built yet; use \"cpu\"");
   if (cfg.train.precision != DType::f32)
-    throw std::runtime_error("train.precision: the CPU backend trains in fp32 only");
+    throw std::runtime_error(std::string("train.precision: ") +
+                             std::string(config_name(cfg.train.precision)) +
+                             " mixed precision is not built yet; the engine trains in fp32 on the "
+                             "CPU and the GPU");
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
 
   auto seed = static_cast<uint64_t>(cfg.train.seed);

@@ -33,6 +33,7 @@ if ! cmake "${configure[@]}" >"$LOG_DIR/configure.log" 2>&1; then
 fi
 mapfile -t cuda_tests < <(cd "$BUILD_DIR" && ctest -N -L cuda | sed -n 's/^ *Test *#[0-9]*: *//p')
 targets=(nmt_kernels bench-kernels "${cuda_tests[@]}")
+[[ -z "$SUBDIRS" ]] && targets=(all)  # everything: also the CPU suites and nmt-train
 # -k 0: a suite that does not compile must not stop the others from being built and run.
 cmake --build "$BUILD_DIR" --target "${targets[@]}" -j "$JOBS" -- -k 0 >"$LOG_DIR/build.log" 2>&1
 build_rc=$?
@@ -67,10 +68,27 @@ if [[ -x "$BUILD_DIR/bench/bench-kernels/bench-kernels" ]]; then
 fi
 PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --runs "$RUNS" >"$LOG_DIR/compare-torch.txt" 2>&1
 torch_rc=$?
+
+# With everything built: the CPU suites too (Catch2 3 here), and the demo trained on the GPU.
+cpu_rc=0
+train_rc=0
+if [[ -z "$SUBDIRS" ]]; then
+  (cd "$BUILD_DIR" && ctest -L cpu -E demo -j 8 --output-on-failure --timeout 300) >"$LOG_DIR/ctest-cpu.log" 2>&1
+  cpu_rc=$?
+  "$BUILD_DIR/apps/nmt-train/nmt-train" --config configs/tiny-reverse-cpu.json \
+    --set train.device=cuda >"$LOG_DIR/train-gpu.log" 2>&1
+  train_rc=$?
+fi
 end=$(seconds)
 
 echo "---- ctest -L cuda ----"
 grep -E "tests passed|tests failed|Total Test time|\(Failed\)|\(Not Run\)|\*\*\*" "$LOG_DIR/ctest.log" | tail -15
+if [[ -z "$SUBDIRS" ]]; then
+  echo "---- ctest -L cpu ----"
+  grep -E "tests passed|tests failed|\(Failed\)|\*\*\*" "$LOG_DIR/ctest-cpu.log" | tail -8
+  echo "---- tiny reverse demo trained on the GPU (fp32) ----"
+  grep -E "^model|^step (50|400|800) |^eval|^done|error" "$LOG_DIR/train-gpu.log" | tail -8
+fi
 echo "---- timings: build $((build_done - start)) s, tests $((tests_done - build_done)) s, sanitizer $((sanitized - tests_done)) s, benchmarks $((end - sanitized)) s"
 ((bench_rc != 0)) && tail -5 "$LOG_DIR/bench-kernels.txt"
 ((torch_rc != 0)) && tail -5 "$LOG_DIR/compare-torch.txt"
@@ -97,5 +115,5 @@ for (op, shape), (ms, rate, unit) in ours.items():
     t_rate = f"{t[1]:9.1f}" if t else f"{'-':>9}"
     print(f"{op:<26} {shape:<20} {ms:9.4f} {t_ms} {rate:9.1f} {t_rate} {unit}")
 PY
-echo "gpu-check: build rc=$build_rc, ctest rc=$test_rc, sanitizer rc=$sanitize_rc, bench rc=$bench_rc, torch rc=$torch_rc"
-((build_rc == 0 && test_rc == 0 && sanitize_rc == 0 && bench_rc == 0))
+echo "gpu-check: build rc=$build_rc, ctest rc=$test_rc, cpu rc=$cpu_rc, train rc=$train_rc, sanitizer rc=$sanitize_rc, bench rc=$bench_rc, torch rc=$torch_rc"
+((build_rc == 0 && test_rc == 0 && cpu_rc == 0 && train_rc == 0 && sanitize_rc == 0 && bench_rc == 0))
