@@ -203,7 +203,7 @@ TEST_CASE("the committed configs validate", "[config]") {
   CHECK(tiny.model.num_heads == 4);
   CHECK(tiny.train.device == Device::cpu);
   CHECK(tiny.train.precision == DType::f32);
-  CHECK(tiny.eval.every_steps == 500);
+  CHECK(tiny.eval.every_steps == 400);
   CHECK(tiny.log.every_steps == 50);
 }
 

@@ -40,7 +40,7 @@ nmt::Batch ragged_batch() {
 std::vector<float> to_host(const nmt::Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   nmt::Tensor host(out.data(), nmt::DType::f32, Device::cpu, {t.numel()});
-  nmt::copy_tensor(t, host);
+  nmt::copy_tensor(t.reshaped({t.numel()}), host);
   return out;
 }
 
@@ -107,7 +107,11 @@ TEST_CASE("Adam steps on the GPU track the CPU, and steps allocate no device mem
   }
   // Scratch (cuBLAS workspace, temporaries) is reserved during the first step; later steps reuse it.
   CHECK(free_now == free_after_first);
+  // Adam divides by sqrt(v): where a gradient is at rounding level, m/sqrt(v) is ~±1 whatever its
+  // size, so fp32 differences between the backends become parameter differences of up to lr per
+  // step. 1e-3 of the parameters' scale still catches a wrong update (a missing bias correction
+  // alone is a factor of ~3 at step 1).
   double err = scaled_error(to_host(cpu.params().master()), to_host(gpu.params().master()));
   INFO("parameters after 4 Adam steps: scaled error " << err);
-  CHECK(err < 1e-4);
+  CHECK(err < 1e-3);
 }
