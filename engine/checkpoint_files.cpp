@@ -102,7 +102,7 @@ std::string read_text_file(const std::string& path) {
   return text.str();
 }
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+MappedCheckpointFile::MappedCheckpointFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw CheckpointError("cannot open " + path + ": " + system_reason());
   struct stat info {};
@@ -128,17 +128,17 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);  // the mapping keeps the file open
 }
 
-MappedFile::~MappedFile() {
+MappedCheckpointFile::~MappedCheckpointFile() {
   release();
 }
 
-MappedFile::MappedFile(MappedFile&& other) noexcept
+MappedCheckpointFile::MappedCheckpointFile(MappedCheckpointFile&& other) noexcept
     : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
   other.data_ = nullptr;
   other.size_ = 0;
 }
 
-MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+MappedCheckpointFile& MappedCheckpointFile::operator=(MappedCheckpointFile&& other) noexcept {
   if (this != &other) {
     release();
     path_ = std::move(other.path_);
@@ -150,7 +150,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-void MappedFile::release() {
+void MappedCheckpointFile::release() {
   if (data_) ::munmap(data_, size_);
   data_ = nullptr;
   size_ = 0;

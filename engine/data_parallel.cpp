@@ -13,10 +13,11 @@ bool launched_by_mpi() {
   return false;
 }
 
-DataParallel::DataParallel(const DistConfig& cfg, Device device) : bucket_mb_(cfg.bucket_mb) {
+DataParallel::DataParallel(const DistConfig& cfg, Device device, bool allow_mpi)
+    : bucket_mb_(cfg.bucket_mb) {
   CommOptions options;
   options.timeout_seconds = static_cast<double>(cfg.timeout_s);
-  if (launched_by_mpi()) {
+  if (allow_mpi && launched_by_mpi()) {
     ranks_ = init_ranks();
     mpi_ = true;
     if (device == Device::cuda) select_gpu(ranks_);

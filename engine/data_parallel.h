@@ -21,7 +21,8 @@ bool launched_by_mpi();
 
 class DataParallel {
  public:
-  DataParallel(const DistConfig& cfg, Device device);
+  // allow_mpi false: a single process even under mpirun.
+  DataParallel(const DistConfig& cfg, Device device, bool allow_mpi = true);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;

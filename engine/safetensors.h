@@ -79,7 +79,7 @@ class SafetensorsReader {
   void parse_header(uint64_t header_size);
   void check_layout(uint64_t data_size);
 
-  MappedFile file_;
+  MappedCheckpointFile file_;
   uint64_t data_start_ = 0;
   std::vector<SafetensorsTensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;

@@ -40,6 +40,18 @@ class Transformer {
   // Zero every parameter gradient.
   void zero_grads();
 
+  // Decoding entry points for beam search (engine/decode.h); defined in engine/decode_steps.cpp.
+  // Both run without dropout and return views into the model's arena, valid until the next call.
+  // The encoder over batch's sources only (targets ignored): [sentences * src_len, d_model].
+  Tensor encode_sources(const Batch& batch);
+  // One decoder pass over `rows` prefixes of equal length (kBosId first), each attending to its own
+  // copy of a source: returns the logits of every prefix's last position, [rows, vocab].
+  Tensor decode_last_logits(const Tensor& memory,  // [rows * memory_len, d_model] encoder output
+                            const std::vector<int32_t>& memory_lengths,  // [rows] real tokens
+                            int64_t memory_len,
+                            const std::vector<int32_t>& prefixes,  // [rows, prefix_len] ids
+                            int64_t rows, int64_t prefix_len);
+
  private:
   void upload(const Batch& batch);
   Tensor encode(const StepContext& ctx);

@@ -1,0 +1,60 @@
+// Helpers for the decoding suites: a scratch directory per test, the small reverse-task config,
+// training a tiny model on it (saved as a checkpoint) once per process, and the task as text.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+
+namespace nmt::test {
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A one-layer model on the synthetic reversal task, CPU, fp32.
+RunConfig reverse_config();
+
+// The checkpoint of reverse_config()'s model after `kReverseTrainSteps` steps, trained on the first
+// call and shared by every later one (the directory lives until the process ends).
+inline constexpr int64_t kReverseTrainSteps = 600;
+const std::string& trained_reverse_checkpoint();
+
+// The reversal task as text: a piece list "a", "b", ... for the synthetic symbols (ids 4, 5, ...),
+// and the task's held-out sources and their reversals written with it. Built on first use.
+struct ReverseText {
+  std::string vocab;  // piece-list file, for nmt-translate --vocab
+  std::vector<std::string> sources, reversed;
+};
+const ReverseText& reverse_text();
+
+// Writes each line followed by '\n'.
+void write_lines(const std::string& path, const std::vector<std::string>& lines);
+
+// The what() of the exception `action` throws, or "" when it throws none.
+template <typename Action>
+std::string error_of(Action&& action) {
+  try {
+    action();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace nmt::test

@@ -1,0 +1,267 @@
+// nmt-translate: translate_lines and the program on a checkpoint saved here, with a SentencePiece
+// vocabulary made by nmt-prep from 300 lines of bible-en-es: one output line per input line, in
+// input order, empty lines kept; invalid UTF-8, vocabulary and checkpoint errors named.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/prep.h"
+#include "engine/checkpoint.h"
+#include "engine/decode_translate.h"
+#include "engine/trainer.h"
+#include "test/decode/decode_test_util.h"
+#include "test/support/catch.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nmt::test::contains;
+using nmt::test::error_of;
+using nmt::test::reverse_text;
+using nmt::test::ReverseText;
+using nmt::test::write_lines;
+
+const std::string kCorpus = "../shared/data/bible-en-es/";
+
+std::vector<std::string> read_lines(const std::string& path, size_t first, size_t count) {
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("cannot open " + path + " (the shared corpora beside the repo)");
+  std::vector<std::string> lines;
+  std::string line;
+  for (size_t i = 0; lines.size() < count && std::getline(in, line); ++i)
+    if (i >= first) lines.push_back(line);
+  return lines;
+}
+
+// A 200-piece SentencePiece model (nmt-prep on 300 training pairs) and a checkpoint of an untrained
+// model over it: outputs are arbitrary but a pure function of each input line.
+struct Setup {
+  nmt::test::TempDir dir;
+  std::string vocab, checkpoint, synthetic_checkpoint;
+
+  Setup() {
+    write_lines(dir.file("train.en"), read_lines(kCorpus + "train.en", 0, 300));
+    write_lines(dir.file("train.es"), read_lines(kCorpus + "train.es", 0, 300));
+    nmt::PrepOptions prep;
+    prep.train_source = dir.file("train.en");
+    prep.train_target = dir.file("train.es");
+    prep.out_dir = dir.file("prep");
+    prep.spm.vocab_size = 200;
+    prep.threads = 1;
+    nmt::PrepReport report = nmt::run_prep(prep);
+    vocab = dir.file("prep/" + report.vocab_file);
+
+    nmt::RunConfig cfg;
+    cfg.model.encoder_layers = cfg.model.decoder_layers = 1;
+    cfg.model.d_model = 32;
+    cfg.model.num_heads = 4;
+    cfg.model.ffn_dim = 64;
+    cfg.train.device = nmt::Device::cpu;
+    cfg.train.precision = nmt::DType::f32;
+    nmt::Transformer model(nmt::model_shape_from(cfg.model, report.vocab_size), nmt::Device::cpu,
+                           64, 16);
+    model.params().initialize(5);
+    // The untrained model ends every sentence at once; with eos's (tied) embedding zeroed its
+    // logit is 0, below the best of 199 random ones, so outputs run on and differ line by line.
+    const nmt::Param* embedding = model.params().find("encoder.embed_tokens.weight");
+    REQUIRE(embedding != nullptr);
+    float* eos_row = embedding->value.f32() + nmt::kEosId * cfg.model.d_model;
+    std::fill(eos_row, eos_row + cfg.model.d_model, 0.0f);
+    nmt::CheckpointState state;
+    state.step = 1;
+    state.vocab_path = vocab;
+    checkpoint = nmt::save_checkpoint(dir.file("ckpt"), model.params(), {}, {}, state, cfg, 0).path;
+    state.vocab_path.clear();
+    synthetic_checkpoint =
+        nmt::save_checkpoint(dir.file("synthetic"), model.params(), {}, {}, state, cfg, 0).path;
+  }
+};
+
+const Setup& setup() {
+  static const Setup s;
+  return s;
+}
+
+// Dev lines with an empty and a blank line among them.
+std::vector<std::string> input_lines() {
+  std::vector<std::string> lines = read_lines(kCorpus + "dev.en", 0, 7);
+  lines.insert(lines.begin() + 2, "");
+  lines.insert(lines.begin() + 5, "   ");
+  return lines;
+}
+
+nmt::TranslateOptions options() {
+  nmt::TranslateOptions o;
+  o.checkpoint = setup().checkpoint;
+  o.device = nmt::Device::cpu;
+  o.beam.max_len_a = 0.5;  // short outputs keep the untrained model's decoding quick
+  o.beam.max_len_b = 4;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("translate_lines: one line out per line in, in input order, empty lines kept",
+          "[decode][translate]") {
+  std::vector<std::string> in = input_lines();
+  std::ostringstream log;
+  nmt::TranslateStats stats;
+  std::vector<std::string> out = nmt::translate_lines(options(), in, &log, &stats);
+  INFO(log.str());
+  REQUIRE(out.size() == in.size());
+  CHECK(stats.lines == 9);
+  CHECK(stats.empty == 2);
+  CHECK(out[2].empty());
+  CHECK(out[5].empty());
+  for (size_t i = 0; i < out.size(); ++i)
+    if (i != 2 && i != 5) CHECK(!out[i].empty());
+  CHECK(contains(log.str(), "9/9 lines"));
+  CHECK(contains(log.str(), "sentences/s"));
+
+  // Order: the reversed input (other batches, other positions) gives the reversed output, and a
+  // line alone gives the same translation as in company.
+  std::vector<std::string> reversed_in(in.rbegin(), in.rend());
+  std::vector<std::string> reversed_out = nmt::translate_lines(options(), reversed_in);
+  CHECK(std::vector<std::string>(reversed_out.rbegin(), reversed_out.rend()) == out);
+  CHECK(nmt::translate_lines(options(), {in[3]}) == std::vector<std::string>{out[3]});
+}
+
+TEST_CASE("translate_lines: input, vocabulary and checkpoint errors are named",
+          "[decode][translate]") {
+  std::string message = error_of([] {
+    nmt::translate_lines(options(), {"In the beginning", "bad \xff byte"});
+  });
+  CHECK(contains(message, "input line 2: invalid UTF-8"));
+
+  nmt::TranslateOptions o = options();
+  o.checkpoint = setup().synthetic_checkpoint;
+  CHECK(contains(error_of([&] { nmt::translate_lines(o, {"a"}); }), "pass --vocab"));
+  o.vocab = setup().vocab;  // the override is accepted when it is the trained-with file
+  CHECK(nmt::translate_lines(o, {"a"}).size() == 1);
+
+  o = options();
+  o.vocab = setup().dir.file("train.en");  // not the vocabulary the checkpoint recorded
+  CHECK(contains(error_of([&] { nmt::translate_lines(o, {"a"}); }),
+                 "is not the one the checkpoint was trained with"));
+
+  o = options();
+  o.checkpoint = setup().dir.file("no-such-checkpoint");
+  CHECK(contains(error_of([&] { nmt::translate_lines(o, {"a"}); }), "no-such-checkpoint"));
+
+  o = options();
+  o.beam.beam = 0;
+  CHECK(contains(error_of([&] { nmt::translate_lines(o, {"a"}); }), "beam: must be at least 1"));
+}
+
+namespace {
+
+nmt::TranslateOptions reverse_options() {
+  nmt::TranslateOptions o;
+  o.checkpoint = nmt::test::trained_reverse_checkpoint();
+  o.vocab = reverse_text().vocab;  // the synthetic checkpoint records none
+  o.device = nmt::Device::cpu;
+  return o;
+}
+
+int64_t exact_matches(const std::vector<std::string>& out, const std::vector<std::string>& want) {
+  int64_t n = 0;
+  for (size_t i = 0; i < out.size() && i < want.size(); ++i) n += out[i] == want[i] ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("translate_lines with a trained reversal checkpoint reverses its input, in any batching",
+          "[decode][translate]") {
+  const ReverseText& text = reverse_text();
+  std::vector<std::string> out = nmt::translate_lines(reverse_options(), text.sources);
+  REQUIRE(out.size() == text.sources.size());
+  int64_t exact = exact_matches(out, text.reversed);
+  INFO(exact << " of " << out.size() << " reversed exactly; first: " << text.sources[0] << " -> "
+             << out[0]);
+  CHECK(exact * 10 >= static_cast<int64_t>(out.size()) * 7);
+  // Tiny batches (one sentence per step group) change nothing.
+  nmt::TranslateOptions small = reverse_options();
+  small.batch_tokens = 1;
+  CHECK(nmt::translate_lines(small, text.sources) == out);
+}
+
+#ifdef NMT_TRANSLATE_BINARY
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs nmt-translate with `args` on `input` as stdin.
+Run run_translate(const std::string& args, const std::vector<std::string>& input) {
+  static nmt::test::TempDir io;
+  write_lines(io.file("in.txt"), input);
+  std::string command = std::string(NMT_TRANSLATE_BINARY) + " " + args + " < " + io.file("in.txt") +
+                        " > " + io.file("out.txt") + " 2> " + io.file("err.txt");
+  int status = std::system(command.c_str());
+  Run r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream out(io.file("out.txt")), err(io.file("err.txt"));
+  r.out.assign(std::istreambuf_iterator<char>(out), std::istreambuf_iterator<char>());
+  r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("nmt-translate end to end: stdin to stdout, progress on stderr, errors exit non-zero",
+          "[decode][translate][app]") {
+  const std::string base = "--device cpu --max-len-a 0.5 --max-len-b 4 --beam 3 --checkpoint ";
+  std::vector<std::string> in = input_lines();
+  Run ok = run_translate(base + setup().checkpoint, in);
+  INFO(ok.err);
+  REQUIRE(ok.exit_code == 0);
+  nmt::TranslateOptions o = options();
+  o.beam.beam = 3;
+  std::string expected;
+  for (const auto& line : nmt::translate_lines(o, in)) expected += line + "\n";
+  CHECK(ok.out == expected);
+  CHECK(contains(ok.err, "9/9 lines"));
+
+  Run missing = run_translate(base + setup().dir.file("missing"), in);
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.out.empty());
+  CHECK(contains(missing.err, "missing is not a directory"));
+
+  // A truncated weights file: the loader's message, no output.
+  std::string broken = setup().dir.file("broken");
+  fs::copy(setup().checkpoint, broken, fs::copy_options::recursive);
+  fs::resize_file(broken + "/model.safetensors", fs::file_size(broken + "/model.safetensors") / 2);
+  Run corrupt = run_translate(base + broken, in);
+  CHECK(corrupt.exit_code != 0);
+  CHECK(corrupt.out.empty());
+  CHECK(contains(corrupt.err, "truncated"));
+
+  // A trained checkpoint: the program reverses the task's text like the library call.
+  const ReverseText& text = reverse_text();
+  Run reverse =
+      run_translate("--device cpu --checkpoint " + nmt::test::trained_reverse_checkpoint() +
+                        " --vocab " + text.vocab,
+                    text.sources);
+  REQUIRE(reverse.exit_code == 0);
+  std::string reversed;
+  for (const auto& line : nmt::translate_lines(reverse_options(), text.sources))
+    reversed += line + "\n";
+  CHECK(reverse.out == reversed);
+
+  Run bad_text = run_translate(base + setup().checkpoint, {"fine", "not \xc3\x28 fine"});
+  CHECK(bad_text.exit_code != 0);
+  CHECK(bad_text.out.empty());
+  CHECK(contains(bad_text.err, "input line 2: invalid UTF-8"));
+}
+#endif
