@@ -44,9 +44,9 @@ std::vector<float> to_host(const nmt::Tensor& t) {
   return out;
 }
 
-// max |a - b| / max |a|: the error relative to the tensor's scale.
-double scaled_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 1e-12;
+// max |a - b| / max |a|: the error relative to the tensor's scale (at least `floor`).
+double scaled_error(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-12) {
+  double diff = 0, scale = floor;
   for (size_t i = 0; i < a.size(); ++i) {
     diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
     scale = std::max(scale, static_cast<double>(std::abs(a[i])));
@@ -73,10 +73,15 @@ TEST_CASE("one fp32 training step on the GPU equals the CPU step: loss and every
     nmt::LossSums lg = gpu.forward_backward(b, ctx, 0.1f);
     CHECK(lg.tokens == lc.tokens);
     CHECK(lg.loss == Approx(lc.loss).epsilon(1e-5));
+    // Tensors whose true gradient is 0 (key biases: softmax ignores a per-query constant) hold
+    // rounding noise on both backends: judge every tensor against at least 1e-3 of the model's
+    // largest gradient.
+    double model_scale = 0;
+    for (float g : to_host(cpu.params().grads())) model_scale = std::max(model_scale, std::abs(double{g}));
     for (const nmt::Param& p : cpu.params().params()) {
       const nmt::Param* q = gpu.params().find(p.name);
       REQUIRE(q);
-      double err = scaled_error(to_host(p.grad), to_host(q->grad));
+      double err = scaled_error(to_host(p.grad), to_host(q->grad), 1e-3 * model_scale);
       INFO("pre_norm " << pre_norm << ", gradient of " << p.name << ": scaled error " << err);
       CHECK(err < 1e-4);
     }
