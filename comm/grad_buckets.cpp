@@ -132,12 +132,13 @@ void GradBuckets::mark_ready(int64_t offset, int64_t count) {
   // Buckets start strictly in index order, as soon as every bucket before them has started: every
   // rank then issues the same collectives in the same order even if backward marks parameters in
   // a different order on different ranks (MPI and NCCL both require that order to match).
-  // Buckets that become startable together share one request (one NCCL group).
-  const int first = next_to_start_;
+  // Each bucket is its own collective, even when several become startable together: NCCL needs
+  // the same grouping on every rank, and ranks that mark in different orders would group
+  // differently (seen on 2 H200s: buckets 1-3 grouped on one rank, 1-5 on the other, hung).
   while (next_to_start_ < static_cast<int>(buckets_.size()) && remaining_[next_to_start_] == 0) {
+    start_buckets(next_to_start_, next_to_start_);
     ++next_to_start_;
   }
-  if (next_to_start_ > first) start_buckets(first, next_to_start_ - 1);
   poll();
 }
 

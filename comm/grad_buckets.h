@@ -40,7 +40,7 @@ std::vector<ElementRange> plan_buckets(int64_t total, size_t element_bytes, size
 
 struct GradExchangeStats {
   int buckets = 0;                 // buckets in the layout
-  int collectives = 0;             // requests started (buckets completed by one mark share one)
+  int collectives = 0;             // requests started (one per bucket)
   int64_t bytes = 0;               // bytes this rank all-reduced
   double comm_seconds = 0;         // sum over the collectives of their durations
   double exposed_seconds = 0;      // communication not hidden behind backward (see below)
