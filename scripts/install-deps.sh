@@ -41,7 +41,11 @@ problems=()
 NVCC=$(command -v nvcc || true)
 [[ -z "$NVCC" && -x /usr/local/cuda/bin/nvcc ]] && NVCC=/usr/local/cuda/bin/nvcc
 [[ -z "$NVCC" ]] && problems+=("nvcc not found: install the CUDA toolkit (package cuda-toolkit-13-0 from NVIDIA's repository) and put /usr/local/cuda/bin on PATH")
-if ! ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h >/dev/null 2>&1; then
+nccl_found=0
+for dir in /usr/local/cuda/include /usr/include /usr/local/include; do
+  [[ -f "$dir/nccl.h" ]] && nccl_found=1
+done
+if ((nccl_found == 0)); then
   problems+=("nccl.h not found: install libnccl-dev (NVIDIA's repository)")
 fi
 if ((${#problems[@]})); then
