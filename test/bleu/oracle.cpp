@@ -41,23 +41,28 @@ std::string last_line(const std::string& output) {
                        end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
+// The committed fixture (scripts/gen-bleu-fixtures.sh): sacreBLEU's results for the same
+// variants, for machines without Python or sacreBLEU.
+nlohmann::json load_fixture(const std::string& why) {
+  const std::string path = "test/bleu/fixtures/expected.json";
+  std::ifstream file(path);
+  if (!file)
+    throw std::runtime_error(why + ", and the fixture " + path +
+                             " is missing: run scripts/install-deps.sh");
+  std::fprintf(stderr, "note: %s; checking against the committed fixture %s\n", why.c_str(),
+               path.c_str());
+  return nlohmann::json::parse(file);
+}
+
 nlohmann::json run_oracle() {
   const std::string data_dir = "../shared/data";
-  if (!std::filesystem::is_directory(data_dir)) {
-    throw std::runtime_error("the dev corpora are missing: expected " + data_dir +
-                             " relative to the repository root (see README of /work/shared/data)");
-  }
   std::string output;
   const int status = run_command("python3 -c 'import sacrebleu'", output);
-  if (status == kExitCommandNotFound) {
-    throw std::runtime_error(
-        "python3 not found: the BLEU tests use sacreBLEU as their oracle; run "
-        "scripts/install-deps.sh");
-  }
-  if (status != 0) {
-    throw std::runtime_error("sacrebleu is not installed for python3 (" + last_line(output) +
-                             "): run scripts/install-deps.sh");
-  }
+  if (status == kExitCommandNotFound) return load_fixture("python3 not found");
+  if (status != 0)
+    return load_fixture("sacrebleu is not installed for python3 (" + last_line(output) + ")");
+  if (!std::filesystem::is_directory(data_dir))
+    return load_fixture("the dev corpora " + data_dir + " are missing");
   const std::string out_dir = make_scratch_dir("nmt-bleu-oracle");
   const int oracle_status = run_command(
       "python3 test/bleu/sacrebleu_oracle.py --data " + data_dir + " --out " + out_dir, output);

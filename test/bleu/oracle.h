@@ -8,8 +8,8 @@
 
 namespace nmt::test {
 
-// expected.json of the oracle run. Throws std::runtime_error with what to do (install sacreBLEU
-// with scripts/install-deps.sh) when python3 or sacrebleu is missing, so the test case fails.
+// expected.json of the oracle run; where python3, sacrebleu or ../shared/data is missing, the
+// committed fixture test/bleu/fixtures/expected.json (scripts/gen-bleu-fixtures.sh) instead.
 const nlohmann::json& sacrebleu_oracle();
 
 // Runs a shell command, returning its exit status and its stdout and stderr together.
