@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine: prepares the Bible corpus and trains configs/bible-en-es-gpu.json (or $CONFIG),
+# GPU machine: prepares the Bible corpus and trains configs/bible-en-es.json (or $CONFIG),
 # printing BLEU at each evaluation with the elapsed time: the dev BLEU-vs-time curve that
 # ../shared/data/README.md gives for PyTorch. Expects an existing build in $BUILD_DIR (build-gpu).
 # Environment: NMT_DATA (default ../shared/data/bible-en-es), BUILD_DIR, CONFIG; extra arguments go
@@ -16,7 +16,7 @@ if [[ ! -f "$PREP/report.json" ]]; then
     --dev-src "$DATA/dev.en" --dev-tgt "$DATA/dev.es" --out "$PREP" --vocab-size 4000 --max-len 128
 fi
 start=$(date +%s%N)
-"$BUILD_DIR/apps/nmt-train/nmt-train" --config "${CONFIG:-configs/bible-en-es-gpu.json}" "$@" 2>&1 |
+"$BUILD_DIR/apps/nmt-train/nmt-train" --config "${CONFIG:-configs/bible-en-es.json}" "$@" 2>&1 |
   while IFS= read -r line; do
     ms=$((($(date +%s%N) - start) / 1000000))
     printf '[%4d.%d s] %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$line"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's first command: installs dependencies, builds, prepares a real corpus (Bible en->es),
 # trains a model and prints its BLEU on the dev set. With a GPU it trains Transformer-base on it
-# (configs/bible-en-es-gpu.json); without one, a small model on the CPU (configs/bible-en-es-cpu.json).
+# (configs/bible-en-es.json); without one, a small model on the CPU (configs/bible-en-es-cpu.json).
 # Environment: NMT_DATA (folder with train.en/es, dev.en/es; default ../shared/data/bible-en-es),
 # BUILD_DIR (build), CONFIG (override the config). Extra arguments go to nmt-train (e.g. --set ...).
 set -euo pipefail
@@ -30,7 +30,7 @@ if [[ ! -f "$PREP/report.json" ]]; then
 fi
 
 if [[ -z "${CONFIG:-}" ]]; then
-  if nvidia-smi -L >/dev/null 2>&1; then CONFIG=configs/bible-en-es-gpu.json; else CONFIG=configs/bible-en-es-cpu.json; fi
+  if nvidia-smi -L >/dev/null 2>&1; then CONFIG=configs/bible-en-es.json; else CONFIG=configs/bible-en-es-cpu.json; fi
 fi
 echo "quickstart: training with $CONFIG"
 LOG=runs/quickstart-train.log
