@@ -234,3 +234,24 @@ TEST_CASE("--resume without a checkpoint, and a new run over old checkpoints, ar
   CHECK(log.find("nothing to train: step 2 already reaches train.max_steps 2") !=
         std::string::npos);
 }
+
+TEST_CASE("a tiny model trained on the real Bible corpus lowers its dev loss", "[engine][data]") {
+  nmt::RunConfig c = tiny_config();
+  c.data.train = c.data.dev = bible_prep_dir();
+  c.data.max_src_len = c.data.max_tgt_len = 48;
+  c.checkpoint.dir.clear();
+  c.log.dir.clear();
+  c.train.max_steps = 60;
+  c.eval.every_steps = 10;
+  c.eval.max_sentences = 8;
+  std::vector<double> dev_losses;
+  std::ostringstream log;
+  nmt::run_training(c, log);
+  std::istringstream lines(log.str());
+  for (std::string line; std::getline(lines, line);)
+    if (auto at = line.find("dev loss "); at != std::string::npos)
+      dev_losses.push_back(std::stod(line.substr(at + 9)));
+  INFO(log.str());
+  REQUIRE(dev_losses.size() == 6);
+  CHECK(dev_losses.back() < dev_losses.front() - 0.5);
+}
