@@ -2,7 +2,8 @@
 # The README's first command: installs dependencies, builds, prepares a real corpus (Bible en->es),
 # trains a model and prints its BLEU on the dev set. With a GPU it trains Transformer-base on it
 # (configs/bible-en-es.json); without one, a small model on the CPU (configs/bible-en-es-cpu.json).
-# Environment: NMT_DATA (folder with train.en/es, dev.en/es; default ../shared/data/bible-en-es),
+# Environment: NMT_DATA (folder with train.en/es, dev.en/es; default ../shared/data/bible-en-es, or
+# else built by scripts/get-bible-corpus.sh into runs/data/bible-en-es),
 # BUILD_DIR (build), CONFIG (override the config). Extra arguments go to nmt-train (e.g. --set ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,11 @@ command -v ninja >/dev/null && GENERATOR=(-G Ninja)
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target nmt-prep nmt-train nmt-bleu
 
 DATA=${NMT_DATA:-../shared/data/bible-en-es}
+if [[ -z "${NMT_DATA:-}" && ! -f "$DATA/train.en" ]]; then
+  # No local copy: build the corpus from Debian's SWORD packages (needs the package archive).
+  DATA=runs/data/bible-en-es
+  [[ -f "$DATA/train.en" ]] || bash scripts/get-bible-corpus.sh "$DATA"
+fi
 for f in train.en train.es dev.en dev.es; do
   if [[ ! -f "$DATA/$f" ]]; then
     echo "quickstart: $DATA/$f not found; set NMT_DATA to a folder with train.en, train.es, dev.en, dev.es" >&2
