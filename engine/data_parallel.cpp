@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
+#include <string>
 
 namespace nmt {
 
@@ -15,6 +17,9 @@ bool launched_by_mpi() {
 
 DataParallel::DataParallel(const DistConfig& cfg, Device device, bool allow_mpi)
     : bucket_mb_(cfg.bucket_mb) {
+  if (cfg.allreduce_dtype != DType::f32)
+    throw std::runtime_error("dist.allreduce_dtype: " + std::string(config_name(cfg.allreduce_dtype)) +
+                             " gradient exchange is not built yet; use \"fp32\"");
   CommOptions options;
   options.timeout_seconds = static_cast<double>(cfg.timeout_s);
   if (allow_mpi && launched_by_mpi()) {

@@ -172,6 +172,9 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
                              " mixed precision is not built yet; the engine trains in fp32 on the "
                              "CPU and the GPU");
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
+  if (cfg.eval.beam > 1)
+    out << "note: eval.beam = " << cfg.eval.beam
+        << ": evaluation during training decodes greedily for now (nmt-translate runs beam search)\n";
   const std::string& ckpt_dir = cfg.checkpoint.dir;
   if (options.resume) {  // before the (possibly slow) data loading
     if (ckpt_dir.empty())
