@@ -23,10 +23,10 @@ AttentionBlock::AttentionBlock(ParamStore& store, const std::string& prefix,
 void AttentionBlock::plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows,
                           int64_t max_scores) {
   int64_t d = shape_.d_model;
-  q_ = arena.allocate("attn.q", DType::f32, max_q_rows * d);
-  k_ = arena.allocate("attn.k", DType::f32, max_kv_rows * d);
-  v_ = arena.allocate("attn.v", DType::f32, max_kv_rows * d);
-  ctx_ = arena.allocate("attn.ctx", DType::f32, max_q_rows * d);
+  q_ = arena.allocate("attn.q", shape_.compute_dtype, max_q_rows * d);
+  k_ = arena.allocate("attn.k", shape_.compute_dtype, max_kv_rows * d);
+  v_ = arena.allocate("attn.v", shape_.compute_dtype, max_kv_rows * d);
+  ctx_ = arena.allocate("attn.ctx", shape_.compute_dtype, max_q_rows * d);
   probs_ = arena.allocate("attn.probs", DType::f32, max_scores);
 }
 
@@ -44,11 +44,11 @@ void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& 
   Tensor q = q_.view({q_rows, d}), k = k_.view({kv_rows, d}), v = v_.view({kv_rows, d});
   Tensor c = ctx_.view({q_rows, d});
   Tensor probs = probs_.view({batch, shape_.heads, q_len, kv_len});
-  linear_forward(xq, q_w_->value, q_b_->value, q);
-  linear_forward(xkv, k_w_->value, k_b_->value, k);
-  linear_forward(xkv, v_w_->value, v_b_->value, v);
+  linear_forward(xq, q_w_->compute, q_b_->compute, q);
+  linear_forward(xkv, k_w_->compute, k_b_->compute, k);
+  linear_forward(xkv, v_w_->compute, v_b_->compute, v);
   attention_forward(q, k, v, kv_lengths, c, probs, att_, p_, key_);
-  linear_forward(c, o_w_->value, o_b_->value, out);
+  linear_forward(c, o_w_->compute, o_b_->compute, out);
 }
 
 void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws) {
@@ -60,14 +60,14 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   Tensor d_ctx = ws.a1.view({q_rows, d});
   Tensor dq = ws.a2.view({q_rows, d}), dk = ws.a3.view({kv_rows, d}), dv = ws.a4.view({kv_rows, d});
 
-  linear_backward(d_out, c, o_w_->value, d_ctx, o_w_->grad, o_b_->grad);
+  linear_backward(d_out, c, o_w_->compute, d_ctx, o_w_->grad, o_b_->grad);
   attention_backward(d_ctx, q, k, v, probs, kv_lengths_, dq, dk, dv, att_, p_, key_);
   // d_xq first (=), then the key and value paths (+=): correct also when d_xq aliases d_xkv.
-  linear_backward(dq, xq_, q_w_->value, d_xq, q_w_->grad, q_b_->grad);
+  linear_backward(dq, xq_, q_w_->compute, d_xq, q_w_->grad, q_b_->grad);
   Tensor tmp = ws.a1.view({kv_rows, d});  // d_ctx is consumed
-  linear_backward(dk, xkv_, k_w_->value, tmp, k_w_->grad, k_b_->grad);
+  linear_backward(dk, xkv_, k_w_->compute, tmp, k_w_->grad, k_b_->grad);
   add_inplace(d_xkv, tmp);
-  linear_backward(dv, xkv_, v_w_->value, tmp, v_w_->grad, v_b_->grad);
+  linear_backward(dv, xkv_, v_w_->compute, tmp, v_w_->grad, v_b_->grad);
   add_inplace(d_xkv, tmp);
 }
 

@@ -149,6 +149,7 @@ LoadedCheckpoint load(const std::string& path, ParamStore& params, const Tensor*
     if (!diffs.empty()) throw_mismatch(optimizer->path(), diffs, out.config, expected);
   }
   read_flat(model, params, "", aliases, params.master());
+  params.sync_compute();
   if (adam_m) {
     read_flat(*optimizer, params, kFirstMomentSuffix, aliases, *adam_m);
     read_flat(*optimizer, params, kSecondMomentSuffix, aliases, *adam_v);

@@ -71,6 +71,8 @@ struct TrainConfig {
   double label_smoothing = 0.1;
   double clip_norm = 0.0;  // 0 = off
   int64_t threads = 0;     // 0 = all cores
+  double loss_scale = 32768;        // fp16 only: the initial dynamic loss scale
+  int64_t loss_scale_window = 1000;  // fp16 only: clean steps before the scale doubles
 };
 
 struct OptimizerConfig {

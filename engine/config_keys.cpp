@@ -195,6 +195,11 @@ std::vector<ConfigKey> build_keys() {
       key("train.precision", kTrain, &T::precision, kFloatDTypeNames,
           "Compute dtype; master weights and optimizer state stay fp32, fp16 adds dynamic loss "
           "scaling (OpenSeq2Seq: dtype, \"mixed\" = fp16)."),
+      key("train.loss_scale", kTrain, &T::loss_scale, closed(1, 16777216),
+          "fp16 only: the initial dynamic loss scale; it halves (and the step is skipped) on an "
+          "inf/NaN gradient and doubles after train.loss_scale_window clean steps."),
+      key("train.loss_scale_window", kTrain, &T::loss_scale_window, closed(1, 1e9),
+          "fp16 only: clean steps before the loss scale doubles."),
       key("train.label_smoothing", kTrain, &T::label_smoothing, unit_interval_open(),
           "Label smoothing of the cross-entropy loss (OpenSeq2Seq: loss_params.label_smoothing)."),
       key("train.clip_norm", kTrain, &T::clip_norm, at_least(0),

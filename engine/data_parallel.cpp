@@ -41,6 +41,7 @@ void DataParallel::attach(ParamStore& params) {
   if (world_size() == 1) return;
   Tensor master = params.master();
   comm_->broadcast(master, 0);
+  params.sync_compute();
   std::vector<ElementRange> ranges;
   for (const Param& p : params.params()) ranges.push_back({p.offset, p.offset + p.numel});
   std::sort(ranges.begin(), ranges.end(),

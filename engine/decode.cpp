@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/host_copy.h"
 #include "kernels/elementwise.h"
 
 namespace nmt {
@@ -141,9 +142,10 @@ BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
   // One slot of encoder output per hypothesis: sentences * beam * source length <= max_rows.
   int64_t elements = model.max_rows() * model.shape().d_model;
   Arena planner = Arena::planner(model.device());
-  planner.allocate("decode.memory", DType::f32, elements);
+  DType dtype = model.shape().compute_dtype;
+  planner.allocate("decode.memory", dtype, elements);
   arena_ = Arena(model.device(), planner.used());
-  memory_ = arena_.allocate("decode.memory", DType::f32, elements);
+  memory_ = arena_.allocate("decode.memory", dtype, elements);
 }
 
 int64_t BeamSearch::rows_needed(int64_t padded_source, int64_t longest_source) const {
@@ -249,9 +251,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
     }
     Tensor logits = model_.decode_last_logits(memory_.view({rows * src_len, d}), memory_lengths,
                                               src_len, prefixes, rows, prefix_len);
-    host_logits.resize(static_cast<size_t>(rows * vocab));
-    Tensor host(host_logits.data(), DType::f32, Device::cpu, {rows, vocab});
-    copy_tensor(logits, host);
+    copy_to_host_f32(logits, host_logits);  // [rows, vocab]
 
     // Sentences expand independently, and on the GPU the host-side log-softmax and top-k over
     // the vocabulary are much of a step: one sentence per thread.

@@ -77,7 +77,7 @@ Tensor Transformer::decode_last_logits(const Tensor& memory,
   }
   Tensor logits = logits_.view({rows, v});
   Tensor no_bias;
-  linear_forward(last, out_proj_->value, no_bias, logits);
+  linear_forward(last, out_proj_->compute, no_bias, logits);
   return logits;
 }
 

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/tensor.h"
+
 namespace nmt {
 
 struct ModelShape {
@@ -19,6 +21,9 @@ struct ModelShape {
   float layernorm_eps = 1e-6f;
   bool pre_norm = false;           // false: post-norm (the paper); true: pre-norm
   bool shared_embeddings = true;   // one table for source, target and output projection
+  // Activations, their gradients and the working copy of the weights (f32, bf16 or f16); master
+  // weights, parameter gradients, statistics and optimizer state stay fp32.
+  DType compute_dtype = DType::f32;
 };
 
 struct StepContext {

@@ -61,6 +61,7 @@ OptimizerStepStats Optimizer::step(int64_t step, double lr, double tokens, doubl
     else
       adam_update(p, g, ms, vs, h, scale);
   }
+  params_.sync_compute();
   return stats;
 }
 

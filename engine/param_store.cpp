@@ -23,13 +23,15 @@ Param* ParamStore::add(const std::string& name, std::vector<int64_t> shape, Para
 
 static Tensor view_of(const Buffer& b, const Param& p) {
   Tensor t = b.flat();
-  t.data = b.data ? static_cast<float*>(b.data) + p.offset : nullptr;
+  t.data = b.data ? static_cast<char*>(b.data) + p.offset * static_cast<int64_t>(dtype_size(b.dtype))
+                  : nullptr;
   t.rank = static_cast<int>(p.shape.size());
   for (int i = 0; i < t.rank; ++i) t.shape[i] = p.shape[i];
   return t;
 }
 
-void ParamStore::finalize(Arena& arena) {
+void ParamStore::finalize(Arena& arena, DType compute_dtype) {
+  compute_dtype_ = compute_dtype;
   total_ = 0;
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
     it->offset = total_;
@@ -37,10 +39,19 @@ void ParamStore::finalize(Arena& arena) {
   }
   master_ = arena.allocate("params.master", DType::f32, total_);
   grads_ = arena.allocate("params.grad", DType::f32, total_);
+  if (compute_dtype != DType::f32)
+    compute_ = arena.allocate("params.compute", compute_dtype, total_);
   for (Param& p : params_) {
     p.value = view_of(master_, p);
+    p.compute = compute_dtype == DType::f32 ? p.value : view_of(compute_, p);
     p.grad = view_of(grads_, p);
   }
+}
+
+void ParamStore::sync_compute() {
+  if (compute_dtype_ == DType::f32) return;
+  Tensor dst = compute_.flat();
+  convert_tensor(master(), dst);
 }
 
 const Param* ParamStore::find(const std::string& name) const {
@@ -85,6 +96,7 @@ void ParamStore::initialize(uint64_t seed) {
   Tensor src(host.data(), DType::f32, Device::cpu, {total_});
   Tensor dst = master();
   copy_tensor(src, dst);
+  sync_compute();
 }
 
 }  // namespace nmt

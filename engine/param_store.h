@@ -21,8 +21,9 @@ struct Param {
   ParamKind kind = ParamKind::weight;
   int64_t offset = 0;           // elements into the flat buffers
   int64_t numel = 0;
-  Tensor value;                 // view into the master buffer
-  Tensor grad;                  // view into the gradient buffer
+  Tensor value;                 // view into the fp32 master buffer
+  Tensor compute;               // what the ops read: `value` itself in fp32, else the bf16/fp16 copy
+  Tensor grad;                  // view into the fp32 gradient buffer
 };
 
 class ParamStore {
@@ -31,8 +32,13 @@ class ParamStore {
   // finalize().
   Param* add(const std::string& name, std::vector<int64_t> shape, ParamKind kind);
 
-  // Lays out every parameter and carves master and gradient buffers from the arena.
-  void finalize(Arena& arena);
+  // Lays out every parameter and carves master and gradient buffers from the arena, plus a working
+  // copy in `compute_dtype` when that is not f32 (mixed precision).
+  void finalize(Arena& arena, DType compute_dtype = DType::f32);
+
+  // Refreshes the working copy from the master weights (after initialisation, loading, broadcast
+  // and every optimizer update); nothing to do in fp32.
+  void sync_compute();
 
   // Deterministic initialisation from the seed (same values on every backend and rank):
   // weights Xavier-uniform, embeddings N(0, d^-1/2), norm gains 1, biases 0.
@@ -44,11 +50,13 @@ class ParamStore {
   int64_t total_elements() const { return total_; }
   Tensor master() const { return master_.flat(); }  // [total] f32
   Tensor grads() const { return grads_.flat(); }    // [total] f32
+  DType compute_dtype() const { return compute_dtype_; }
 
  private:
   std::deque<Param> params_;
   int64_t total_ = 0;
-  Buffer master_, grads_;
+  DType compute_dtype_ = DType::f32;
+  Buffer master_, grads_, compute_;
 };
 
 }  // namespace nmt

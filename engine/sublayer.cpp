@@ -15,9 +15,9 @@ Sublayer::Sublayer(ParamStore& store, const std::string& norm_name, const ModelS
 
 void Sublayer::plan(Arena& arena, int64_t max_rows) {
   int64_t n = max_rows * shape_.d_model;
-  out_ = arena.allocate("sublayer.out", DType::f32, n);
-  f_out_ = arena.allocate("sublayer.f_out", DType::f32, n);
-  normed_ = arena.allocate("sublayer.normed", DType::f32, n);
+  out_ = arena.allocate("sublayer.out", shape_.compute_dtype, n);
+  f_out_ = arena.allocate("sublayer.f_out", shape_.compute_dtype, n);
+  normed_ = arena.allocate("sublayer.normed", shape_.compute_dtype, n);
   mean_ = arena.allocate("sublayer.mean", DType::f32, max_rows);
   rstd_ = arena.allocate("sublayer.rstd", DType::f32, max_rows);
 }
@@ -30,7 +30,7 @@ Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward&
   Tensor out = out_.view({rows, d}), f_out = f_out_.view({rows, d});
   Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});
   if (shape_.pre_norm) {
-    layernorm_forward(x, gain_->value, bias_->value, normed, mean, rstd, shape_.layernorm_eps);
+    layernorm_forward(x, gain_->compute, bias_->compute, normed, mean, rstd, shape_.layernorm_eps);
     f(normed, f_out);
     if (p_ > 0) dropout_forward(f_out, f_out, p_, key_);
     residual_add(x, f_out, out);
@@ -38,7 +38,7 @@ Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward&
     f(x, f_out);
     if (p_ > 0) dropout_forward(f_out, f_out, p_, key_);
     residual_add(x, f_out, normed);  // normed_ holds the LN input here
-    layernorm_forward(normed, gain_->value, bias_->value, out, mean, rstd, shape_.layernorm_eps);
+    layernorm_forward(normed, gain_->compute, bias_->compute, out, mean, rstd, shape_.layernorm_eps);
   }
   return out;
 }
@@ -52,10 +52,10 @@ void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
     if (p_ > 0) dropout_backward(d_out, g1, p_, key_);
     else copy_tensor(d_out, g1);
     f_backward(g1, g2);  // gradient w.r.t. LN(x)
-    layernorm_backward(g2, x_, gain_->value, mean, rstd, g3, gain_->grad, bias_->grad);
+    layernorm_backward(g2, x_, gain_->compute, mean, rstd, g3, gain_->grad, bias_->grad);
     residual_add(d_out, g3, d_x);
   } else {
-    layernorm_backward(d_out, normed, gain_->value, mean, rstd, g1, gain_->grad, bias_->grad);
+    layernorm_backward(d_out, normed, gain_->compute, mean, rstd, g1, gain_->grad, bias_->grad);
     if (p_ > 0) dropout_backward(g1, g2, p_, key_);
     else copy_tensor(g1, g2);
     f_backward(g2, g3);

@@ -22,6 +22,7 @@
 #include "engine/data_parallel.h"
 #include "engine/lr_schedule.h"
 #include "engine/optimizer.h"
+#include "engine/loss_scaler.h"
 #include "engine/run_report.h"
 #include "engine/training_data.h"
 #include "engine/transformer.h"
@@ -148,6 +149,7 @@ class TrainingRun {
   Clock::time_point start_ = Clock::now(), loop_start_;
   uint64_t seed_;
   float label_smoothing_;
+  LossScaler loss_scaler_;
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -165,12 +167,8 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
       options_(options),
       dp_(dp),
       seed_(static_cast<uint64_t>(cfg.train.seed)),
-      label_smoothing_(static_cast<float>(cfg.train.label_smoothing)) {
-  if (cfg.train.precision != DType::f32)
-    throw std::runtime_error(std::string("train.precision: ") +
-                             std::string(config_name(cfg.train.precision)) +
-                             " mixed precision is not built yet; the engine trains in fp32 on the "
-                             "CPU and the GPU");
+      label_smoothing_(static_cast<float>(cfg.train.label_smoothing)),
+      loss_scaler_(cfg.train.precision, cfg.train.loss_scale, cfg.train.loss_scale_window) {
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   if (cfg.eval.beam > 1)
     out << "note: eval.beam = " << cfg.eval.beam
@@ -195,8 +193,9 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   vocab_path_ = vocabulary_path(cfg);
   int64_t max_len = data_->max_padded_len();
   int64_t max_rows = std::max(cfg.train.batch_tokens, max_len);
-  model_ = std::make_unique<Transformer>(model_shape_from(cfg.model, data_->vocab_size()),
-                                         cfg.train.device, max_rows, max_len);
+  ModelShape shape = model_shape_from(cfg.model, data_->vocab_size());
+  shape.compute_dtype = cfg.train.precision;
+  model_ = std::make_unique<Transformer>(shape, cfg.train.device, max_rows, max_len);
   model_->params().initialize(seed_);
   optimizer_ = std::make_unique<Optimizer>(model_->params(), cfg.optimizer, cfg.train.device);
   out << "data: " << data_->describe() << "\n"
@@ -218,6 +217,9 @@ void TrainingRun::resume_from_checkpoint() {
   try {
     data_->restore(ck.state.data_position);
     state_.restore_extra(ck.state.extra);
+    if (loss_scaler_.dynamic())
+      loss_scaler_.restore({{"scale", ck.state.loss_scale},
+                            {"clean_steps", ck.state.extra.value("loss_scale_clean_steps", 0)}});
   } catch (const std::exception& e) {
     throw CheckpointError(resumed_from_ + "/state.json: cannot resume from it: " + e.what());
   }
@@ -239,7 +241,8 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   double global_tokens = 0, local_tokens = 0, loss = 0, correct = 0;
   for (int64_t micro = 0; micro < cfg_.train.update_freq; ++micro) {
     Batch batch = data_->next_train();
-    LossSums s = model_->forward_backward(batch, ctx, label_smoothing_);
+    LossSums s = model_->forward_backward(batch, ctx, label_smoothing_,
+                                          static_cast<float>(loss_scaler_.scale()));
     global_tokens += static_cast<double>(data_->last_global_tgt_tokens());
     local_tokens += static_cast<double>(s.tokens);
     loss += s.loss;
@@ -256,7 +259,10 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   state_.interval.loss += loss;
   state_.interval.correct += correct;
   double lr = learning_rate_at(cfg_.lr_schedule, cfg_.model.d_model, step);
-  OptimizerStepStats st = optimizer_->step(step, lr, global_tokens, cfg_.train.clip_norm);
+  // Dividing by tokens * scale unscales the gradients (fp16 loss scaling; the scale is 1 otherwise).
+  OptimizerStepStats st =
+      optimizer_->step(step, lr, global_tokens * loss_scaler_.scale(), cfg_.train.clip_norm);
+  loss_scaler_.update(st.skipped);
   dp_.verify_parameters(model_->params(), step, cfg_.dist.checksum_every);
   StepTimes times = timer.finish();
   times.comm_seconds = exchange.comm_seconds;
@@ -266,7 +272,7 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   times.optimizer_seconds = std::max(0.0, times.optimizer_seconds - exchange.finish_wait_seconds);
   state_.step = step;
   state_.interval.tokens += local_tokens;
-  state_.interval.grad_norm += st.grad_norm;
+  if (!st.skipped) state_.interval.grad_norm += st.grad_norm;  // an fp16 overflow is inf
   ++state_.interval.steps;
   if (st.skipped) ++state_.interval.skipped;
   state_.interval.add_timing(times, local_tokens);
@@ -317,11 +323,12 @@ void TrainingRun::save(std::optional<CheckpointMetric> metric) {
   s.epoch = data_->epoch();
   s.data_position = data_->position();
   s.seed = seed_;
-  s.loss_scale = 1.0;  // fp32: no loss scaling yet
+  s.loss_scale = loss_scaler_.scale();
   s.lr_schedule = {{"policy", std::string(config_name(cfg_.lr_schedule.policy))},
                    {"lr", learning_rate_at(cfg_.lr_schedule, cfg_.model.d_model, state_.step)}};
   s.vocab_path = vocab_path_;
   s.extra = state_.extra();
+  s.extra["loss_scale_clean_steps"] = loss_scaler_.to_json()["clean_steps"];
   SavedCheckpoint saved =
       save_checkpoint(cfg_.checkpoint.dir, model_->params(), optimizer_->first_moment(),
                       optimizer_->second_moment(), s, cfg_, cfg_.checkpoint.keep, metric);

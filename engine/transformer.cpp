@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/host_copy.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/layernorm.h"
@@ -50,24 +51,25 @@ Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_row
 
 void Transformer::allocate(Arena& arena) {
   int64_t d = shape_.d_model, rows = max_rows_;
-  params_.finalize(arena);
-  ws_.plan(arena, rows, d, shape_.ffn_dim);
+  DType act = shape_.compute_dtype;
+  params_.finalize(arena, act);
+  ws_.plan(arena, rows, d, shape_.ffn_dim, act);
   src_ids_ = arena.allocate("src_ids", DType::i32, rows);
   tgt_in_ = arena.allocate("tgt_in", DType::i32, rows);
   tgt_out_ = arena.allocate("tgt_out", DType::i32, rows);
   src_lengths_ = arena.allocate("src_lengths", DType::i32, rows);
   tgt_lengths_ = arena.allocate("tgt_lengths", DType::i32, rows);
-  src_x0_ = arena.allocate("src_x0", DType::f32, rows * d);
-  tgt_x0_ = arena.allocate("tgt_x0", DType::f32, rows * d);
-  enc_final_ = arena.allocate("enc_final", DType::f32, rows * d);
-  dec_final_ = arena.allocate("dec_final", DType::f32, rows * d);
-  logits_ = arena.allocate("logits", DType::f32, rows * shape_.vocab);
+  src_x0_ = arena.allocate("src_x0", act, rows * d);
+  tgt_x0_ = arena.allocate("tgt_x0", act, rows * d);
+  enc_final_ = arena.allocate("enc_final", act, rows * d);
+  dec_final_ = arena.allocate("dec_final", act, rows * d);
+  logits_ = arena.allocate("logits", act, rows * shape_.vocab);
   enc_mean_ = arena.allocate("enc_mean", DType::f32, rows);
   enc_rstd_ = arena.allocate("enc_rstd", DType::f32, rows);
   dec_mean_ = arena.allocate("dec_mean", DType::f32, rows);
   dec_rstd_ = arena.allocate("dec_rstd", DType::f32, rows);
-  d_enc_ = arena.allocate("d_enc", DType::f32, rows * d);
-  d_dec_ = arena.allocate("d_dec", DType::f32, rows * d);
+  d_enc_ = arena.allocate("d_enc", act, rows * d);
+  d_dec_ = arena.allocate("d_dec", act, rows * d);
   int64_t max_scores = rows * max_len_ * shape_.heads;
   for (auto& layer : encoder_) layer->plan(arena, rows, max_scores);
   for (auto& layer : decoder_) layer->plan(arena, rows, max_scores);
@@ -111,13 +113,13 @@ Tensor Transformer::encode(const StepContext& ctx) {
   src_embed_key_ = RngKey{ctx.seed, ctx.step, src_embed_dropout_};
   Tensor ids = src_ids_.view({rows}), lengths = src_lengths_.view({batch_});
   Tensor x = src_x0_.view({rows, d});
-  embedding_forward(ids, src_embed_->value, x, src_len_, std::sqrt(static_cast<float>(d)), kPadId);
+  embedding_forward(ids, src_embed_->compute, x, src_len_, std::sqrt(static_cast<float>(d)), kPadId);
   if (embed_p_ > 0) dropout_forward(x, x, embed_p_, src_embed_key_);
   for (auto& layer : encoder_) x = layer->forward(x, lengths, batch_, src_len_, ctx);
   if (!shape_.pre_norm) return x;
   enc_last_ = x;
   Tensor out = enc_final_.view({rows, d}), mean = enc_mean_.view({rows}), rstd = enc_rstd_.view({rows});
-  layernorm_forward(x, enc_norm_g_->value, enc_norm_b_->value, out, mean, rstd, shape_.layernorm_eps);
+  layernorm_forward(x, enc_norm_g_->compute, enc_norm_b_->compute, out, mean, rstd, shape_.layernorm_eps);
   return out;
 }
 
@@ -127,30 +129,31 @@ Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
   Tensor ids = tgt_in_.view({rows}), lengths = tgt_lengths_.view({batch_});
   Tensor src_lengths = src_lengths_.view({batch_});
   Tensor y = tgt_x0_.view({rows, d});
-  embedding_forward(ids, tgt_embed_->value, y, tgt_len_, std::sqrt(static_cast<float>(d)), kPadId);
+  embedding_forward(ids, tgt_embed_->compute, y, tgt_len_, std::sqrt(static_cast<float>(d)), kPadId);
   if (embed_p_ > 0) dropout_forward(y, y, embed_p_, tgt_embed_key_);
   for (auto& layer : decoder_)
     y = layer->forward(y, lengths, enc_out, src_lengths, batch_, tgt_len_, src_len_, ctx);
   if (!shape_.pre_norm) return y;
   dec_last_ = y;
   Tensor out = dec_final_.view({rows, d}), mean = dec_mean_.view({rows}), rstd = dec_rstd_.view({rows});
-  layernorm_forward(y, dec_norm_g_->value, dec_norm_b_->value, out, mean, rstd, shape_.layernorm_eps);
+  layernorm_forward(y, dec_norm_g_->compute, dec_norm_b_->compute, out, mean, rstd, shape_.layernorm_eps);
   return out;
 }
 
 LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ctx,
-                                       float label_smoothing) {
+                                       float label_smoothing, float loss_scale) {
   upload(batch);
   Tensor enc_out = encode(ctx);
   Tensor dec_out = decode(enc_out, ctx);
   int64_t rows = batch_ * tgt_len_;
   Tensor logits = logits_.view({rows, shape_.vocab}), targets = tgt_out_.view({rows});
   Tensor no_bias;
-  linear_forward(dec_out, out_proj_->value, no_bias, logits);
-  // The loss is a sum over tokens (grad_scale 1); d_logits overwrite the logits in place.
-  LossSums sums = cross_entropy_forward_backward(logits, targets, kPadId, label_smoothing, 1.0f, logits);
+  linear_forward(dec_out, out_proj_->compute, no_bias, logits);
+  // The loss is a sum over tokens (times the loss scale); d_logits overwrite the logits in place.
+  LossSums sums =
+      cross_entropy_forward_backward(logits, targets, kPadId, label_smoothing, loss_scale, logits);
   Tensor d_dec = d_dec_.view({rows, shape_.d_model});
-  linear_backward(logits, dec_out, out_proj_->value, d_dec, out_proj_->grad, no_bias);
+  linear_backward(logits, dec_out, out_proj_->compute, d_dec, out_proj_->grad, no_bias);
   backward(d_dec);
   return sums;
 }
@@ -161,7 +164,7 @@ void Transformer::backward(Tensor& d_dec) {
   if (shape_.pre_norm) {
     Tensor tmp = ws_.s1.view({t_rows, d});
     Tensor mean = dec_mean_.view({t_rows}), rstd = dec_rstd_.view({t_rows});
-    layernorm_backward(d_dec, dec_last_, dec_norm_g_->value, mean, rstd, tmp, dec_norm_g_->grad,
+    layernorm_backward(d_dec, dec_last_, dec_norm_g_->compute, mean, rstd, tmp, dec_norm_g_->grad,
                        dec_norm_b_->grad);
     copy_tensor(tmp, d_dec);
   }
@@ -174,7 +177,7 @@ void Transformer::backward(Tensor& d_dec) {
   if (shape_.pre_norm) {
     Tensor tmp = ws_.s1.view({s_rows, d});
     Tensor mean = enc_mean_.view({s_rows}), rstd = enc_rstd_.view({s_rows});
-    layernorm_backward(d_enc, enc_last_, enc_norm_g_->value, mean, rstd, tmp, enc_norm_g_->grad,
+    layernorm_backward(d_enc, enc_last_, enc_norm_g_->compute, mean, rstd, tmp, enc_norm_g_->grad,
                        enc_norm_b_->grad);
     copy_tensor(tmp, d_enc);
   }
@@ -192,7 +195,7 @@ LossSums Transformer::evaluate(const Batch& batch, float label_smoothing) {
   int64_t rows = batch_ * tgt_len_;
   Tensor logits = logits_.view({rows, shape_.vocab}), targets = tgt_out_.view({rows});
   Tensor no_bias, no_grad;
-  linear_forward(dec_out, out_proj_->value, no_bias, logits);
+  linear_forward(dec_out, out_proj_->compute, no_bias, logits);
   return cross_entropy_forward_backward(logits, targets, kPadId, label_smoothing, 1.0f, no_grad);
 }
 
@@ -226,9 +229,8 @@ std::vector<std::vector<int32_t>> Transformer::greedy_decode(const Batch& batch,
       copy_tensor(row, dst);
     }
     Tensor logits = logits_.view({b, v});
-    linear_forward(last, out_proj_->value, no_bias, logits);
-    Tensor host(host_logits.data(), DType::f32, Device::cpu, {b, v});
-    copy_tensor(logits, host);
+    linear_forward(last, out_proj_->compute, no_bias, logits);
+    copy_to_host_f32(logits, host_logits);
     for (int64_t i = 0; i < b; ++i) {
       if (done[i]) continue;
       const float* row = host_logits.data() + i * v;

@@ -31,7 +31,10 @@ class Transformer {
 
   // Training: forward, loss, backward. Parameter gradients are accumulated (+=) unnormalised
   // (the loss is a sum over target tokens; the optimizer divides by the global token count).
-  LossSums forward_backward(const Batch& batch, const StepContext& ctx, float label_smoothing);
+  // loss_scale multiplies the loss before backward (fp16 loss scaling): the gradients come out
+  // scaled by it, the returned sums do not.
+  LossSums forward_backward(const Batch& batch, const StepContext& ctx, float label_smoothing,
+                            float loss_scale = 1.0f);
   // Loss only, no gradients (dropout off).
   LossSums evaluate(const Batch& batch, float label_smoothing);
   // Greedy decoding of batch's sources: up to max_new tokens per sentence, eos excluded.

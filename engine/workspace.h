@@ -8,22 +8,22 @@ namespace nmt {
 
 struct Workspace {
   // Sublayer (norm/residual wrapper) slots.
-  Buffer s1, s2, s3;       // [max_rows, d_model]
+  Buffer s1, s2, s3;       // [max_rows, d_model], all in the activation dtype
   // AttentionBlock slots.
   Buffer a1, a2, a3, a4;   // [max_rows, d_model]
   // FeedForwardBlock slot.
   Buffer f1;               // [max_rows, ffn_dim]
 
-  void plan(Arena& arena, int64_t max_rows, int64_t d_model, int64_t ffn_dim) {
+  void plan(Arena& arena, int64_t max_rows, int64_t d_model, int64_t ffn_dim, DType dtype) {
     int64_t n = max_rows * d_model;
-    s1 = arena.allocate("ws.s1", DType::f32, n);
-    s2 = arena.allocate("ws.s2", DType::f32, n);
-    s3 = arena.allocate("ws.s3", DType::f32, n);
-    a1 = arena.allocate("ws.a1", DType::f32, n);
-    a2 = arena.allocate("ws.a2", DType::f32, n);
-    a3 = arena.allocate("ws.a3", DType::f32, n);
-    a4 = arena.allocate("ws.a4", DType::f32, n);
-    f1 = arena.allocate("ws.f1", DType::f32, max_rows * ffn_dim);
+    s1 = arena.allocate("ws.s1", dtype, n);
+    s2 = arena.allocate("ws.s2", dtype, n);
+    s3 = arena.allocate("ws.s3", dtype, n);
+    a1 = arena.allocate("ws.a1", dtype, n);
+    a2 = arena.allocate("ws.a2", dtype, n);
+    a3 = arena.allocate("ws.a3", dtype, n);
+    a4 = arena.allocate("ws.a4", dtype, n);
+    f1 = arena.allocate("ws.f1", dtype, max_rows * ffn_dim);
   }
 };
 

@@ -9,6 +9,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/dispatch_checks.h"
+#include "kernels/half_host.h"
 
 namespace nmt {
 namespace {
@@ -86,6 +87,47 @@ void copy_tensor(const Tensor& src, Tensor& dst) {
                                 (src.empty() ? src : dst).shape_string() + " has no data");
   if (src.device == Device::cuda || dst.device == Device::cuda) return cuda::copy_tensor(src, dst);
   if (src.data != dst.data) std::memmove(dst.data, src.data, src.bytes());
+}
+
+namespace {
+
+float host_load(const Tensor& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(t.data)[i]);
+    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(t.data)[i]);
+    default: return static_cast<const float*>(t.data)[i];
+  }
+}
+
+void host_store(const Tensor& t, int64_t i, float v) {
+  switch (t.dtype) {
+    case DType::bf16: static_cast<uint16_t*>(t.data)[i] = float_to_bf16(v); break;
+    case DType::f16: static_cast<uint16_t*>(t.data)[i] = float_to_f16(v); break;
+    default: static_cast<float*>(t.data)[i] = v; break;
+  }
+}
+
+void require_float(const char* op, const char* name, const Tensor& t) {
+  if (t.dtype == DType::i32)
+    throw std::invalid_argument(std::string(op) + ": " + name + " " + t.shape_string() +
+                                " must be f32, bf16 or f16");
+}
+
+}  // namespace
+
+void convert_tensor(const Tensor& src, Tensor& dst) {
+  constexpr const char* op = "convert_tensor";
+  detail::require_same_shape(op, "dst", dst, "src", src);
+  require_float(op, "src", src);
+  require_float(op, "dst", dst);
+  check_same_device(op, {&src, &dst});
+  if (src.dtype == dst.dtype) return copy_tensor(src, dst);
+  if (src.numel() == 0) return;
+  if (src.empty() || dst.empty())
+    throw std::invalid_argument(std::string(op) + ": " + (src.empty() ? "src " : "dst ") +
+                                (src.empty() ? src : dst).shape_string() + " has no data");
+  if (src.device == Device::cuda) return cuda::convert_tensor(src, dst);
+  for (int64_t i = 0, n = src.numel(); i < n; ++i) host_store(dst, i, host_load(src, i));
 }
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {

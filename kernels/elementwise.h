@@ -21,6 +21,9 @@ void scale_inplace(Tensor& y, float s);
 void fill_zero(Tensor& y);
 // dst = src (same shape and dtype; either device).
 void copy_tensor(const Tensor& src, Tensor& dst);
+// dst = src converted between float dtypes (f32, bf16, f16; round to nearest even), same shape,
+// same device. Equal dtypes copy.
+void convert_tensor(const Tensor& src, Tensor& dst);
 
 // Inverted dropout: y = x * keep / (1 - p), keep = dropout_keep(key, element index, p), element
 // index = flat index into x. p == 0 copies. y may alias x.

@@ -48,6 +48,7 @@ void add_inplace(Tensor& y, const Tensor& x);
 void scale_inplace(Tensor& y, float s);
 void fill_zero(Tensor& y);                         // any dtype
 void copy_tensor(const Tensor& src, Tensor& dst);  // any dtype; either side may be on the host
+void convert_tensor(const Tensor& src, Tensor& dst);  // float dtypes, both on the GPU
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
 

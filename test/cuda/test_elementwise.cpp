@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/elementwise.h"
+#include "kernels/half_host.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"
 
@@ -118,6 +119,34 @@ TEST_CASE("cuda fill_zero and copy_tensor", "[cuda][elementwise]") {
   GpuTensor back = gpu_poisoned(shape, DType::f32);
   cuda::copy_tensor(host_view, back.view);
   check_identical("copy_tensor host to device", download(back.view), values);
+}
+
+}  // namespace nmt::test
+
+namespace nmt::test {
+
+TEST_CASE("cuda convert_tensor equals the host conversions bit for bit", "[cuda][elementwise]") {
+  // Ties, subnormals, overflow to infinity and ordinary values.
+  std::vector<float> values = {0.0f,       -0.0f,      1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f,
+                               0x1p-24f,   3 * 0x1p-25f, 65519.0f,     65520.0f,
+                               -70000.0f,  1e-30f};
+  std::vector<float> more = random_floats(1001, 77, -50.0f, 50.0f);
+  values.insert(values.end(), more.begin(), more.end());
+  const int64_t n = static_cast<int64_t>(values.size());
+  GpuTensor src = upload(values, {n}, DType::f32);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    INFO("dtype " << dtype_name(dtype));
+    GpuTensor half = gpu_poisoned({n}, dtype), back = gpu_poisoned({n}, DType::f32);
+    convert_tensor(src.view, half.view);
+    convert_tensor(half.view, back.view);
+    std::vector<float> got = download(back.view);
+    for (int64_t i = 0; i < n; ++i) {
+      float expected = dtype == DType::bf16 ? bf16_to_float(float_to_bf16(values[i]))
+                                            : f16_to_float(float_to_f16(values[i]));
+      INFO("value " << values[i]);
+      CHECK(got[i] == expected);
+    }
+  }
 }
 
 }  // namespace nmt::test

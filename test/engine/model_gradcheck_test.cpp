@@ -75,8 +75,8 @@ void check_all_parameters(const ModelShape& shape, float smoothing, uint64_t ste
     // constant) are judged on it alone.
     auto tolerance = [&](double fd) { return 3e-3 + 3e-2 * std::max(std::abs(fd), std::abs(g_dot_v)); };
     double fd_dir = 0;
-    for (float step : {3e-3f, 1e-3f, 3e-4f}) {
-      fd_dir = directional_fd(step);
+    for (float fd_step : {3e-3f, 1e-3f, 3e-4f}) {
+      fd_dir = directional_fd(fd_step);
       if (std::abs(fd_dir - g_dot_v) <= tolerance(fd_dir)) break;
     }
     double dir_err = std::abs(fd_dir - g_dot_v), dir_tol = tolerance(fd_dir);

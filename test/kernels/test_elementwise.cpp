@@ -1,9 +1,11 @@
 // ReLU, residual add and the buffer helpers: values, aliasing, gradients, shape and dtype errors.
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "kernels/half_host.h"
 #include "test/kernels/kernel_test_util.h"
 #include "test/support/catch.h"
 #include "test/support/lib/gradcheck.h"
@@ -138,4 +140,52 @@ TEST_CASE("elementwise ops reject mismatched shapes and non-f32 data, naming the
   Tensor ints_view = view(ints, {6});
   CHECK(invalid_argument_message([&] { scale_inplace(ints_view, 2.0f); }).find("scale_inplace") !=
         std::string::npos);
+}
+
+TEST_CASE("host bf16/fp16 conversions round to nearest even and round-trip every value",
+          "[cpu][elementwise][convert]") {
+  CHECK(nmt::float_to_bf16(1.0f) == 0x3F80);
+  CHECK(nmt::float_to_bf16(1.0f + 0x1p-8f) == 0x3F80);       // tie: down to even
+  CHECK(nmt::float_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3F82);   // tie: up to even
+  CHECK(nmt::float_to_f16(1.0f) == 0x3C00);
+  CHECK(nmt::float_to_f16(0.1f) == 0x2E66);
+  CHECK(nmt::float_to_f16(65504.0f) == 0x7BFF);
+  CHECK(nmt::float_to_f16(65519.0f) == 0x7BFF);
+  CHECK(nmt::float_to_f16(65520.0f) == 0x7C00);  // rounds to infinity
+  CHECK(nmt::float_to_f16(-0x1p-24f) == 0x8001);  // smallest subnormal
+  CHECK(nmt::float_to_f16(0x1p-26f) == 0x0000);   // below half of it
+  CHECK(nmt::float_to_f16(3 * 0x1p-25f) == 0x0002);  // tie between 1 and 2 steps: to even
+  CHECK(std::isnan(nmt::f16_to_float(nmt::float_to_f16(std::nanf("")))));
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    auto h = static_cast<uint16_t>(bits);
+    float f16 = nmt::f16_to_float(h), bf16 = nmt::bf16_to_float(h);
+    if (!std::isnan(f16)) REQUIRE(nmt::float_to_f16(f16) == h);
+    if (!std::isnan(bf16)) REQUIRE(nmt::float_to_bf16(bf16) == h);
+  }
+}
+
+TEST_CASE("convert_tensor on the CPU: f32 <-> bf16/f16 through the host conversions",
+          "[cpu][elementwise][convert]") {
+  std::vector<float> src = {0.0f, -1.5f, 3.14159f, 1e-6f, 70000.0f, -0x1p-20f};
+  std::vector<uint16_t> half(src.size());
+  std::vector<float> back(src.size());
+  const int64_t n = static_cast<int64_t>(src.size());
+  nmt::Tensor s(src.data(), nmt::DType::f32, nmt::Device::cpu, {n});
+  nmt::Tensor b(back.data(), nmt::DType::f32, nmt::Device::cpu, {n});
+  for (nmt::DType dtype : {nmt::DType::bf16, nmt::DType::f16}) {
+    nmt::Tensor h(half.data(), dtype, nmt::Device::cpu, {n});
+    nmt::convert_tensor(s, h);
+    nmt::convert_tensor(h, b);
+    for (size_t i = 0; i < src.size(); ++i) {
+      uint16_t expected = dtype == nmt::DType::bf16 ? nmt::float_to_bf16(src[i])
+                                                    : nmt::float_to_f16(src[i]);
+      CHECK(half[i] == expected);
+      float expected_back =
+          dtype == nmt::DType::bf16 ? nmt::bf16_to_float(expected) : nmt::f16_to_float(expected);
+      CHECK(back[i] == expected_back);
+    }
+  }
+  std::vector<int32_t> ids(src.size());
+  nmt::Tensor i32(ids.data(), nmt::DType::i32, nmt::Device::cpu, {n});
+  CHECK_THROWS_AS(nmt::convert_tensor(s, i32), std::invalid_argument);
 }
