@@ -201,6 +201,106 @@ double RunReport::tokens_per_second() const {
   return train_seconds > 0 ? target_tokens / train_seconds : 0;
 }
 
+double RunReport::flops_per_second() const {
+  return train_seconds > 0 ? train_flops / train_seconds : 0;
+}
+
+std::string RunReport::mfu_unknown_reason() const {
+  if (device != Device::cuda) return "CPU run";
+  if (peak.flops_per_s <= 0)
+    return peak.unknown_reason.empty() ? "the card's peak FLOP/s is not known"
+                                       : peak.unknown_reason;
+  if (steps == 0 || train_seconds <= 0) return "no steps run";
+  if (train_flops <= 0) return "no FLOPs counted";
+  return "";
+}
+
+std::optional<double> RunReport::mfu() const {
+  if (!mfu_unknown_reason().empty()) return std::nullopt;
+  return flops_per_second() / peak.flops_per_s;
+}
+
+namespace {
+
+nlohmann::json gpu_usage_json(const GpuUsage& g) {
+  auto if_known = [&](double value) {
+    return g.utilization_available ? nlohmann::json(value) : nlohmann::json();
+  };
+  return {{"utilization_mean_percent", if_known(g.mean_utilization_percent)},
+          {"utilization_max_percent", if_known(g.max_utilization_percent)},
+          {"memory_busy_mean_percent", if_known(g.mean_memory_busy_percent)},
+          {"utilization_samples", g.samples},
+          {"utilization_reason", null_if_empty(g.utilization_reason)},
+          {"peak_device_memory_bytes",
+           g.memory_source.empty() ? nlohmann::json() : nlohmann::json(g.peak_memory_used_bytes)},
+          {"peak_device_memory_source", null_if_empty(g.memory_source)}};
+}
+
+// "12.3 TFLOP/s"
+std::string format_flops(double flops_per_s) {
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int i = 0;
+  while (i < 5 && flops_per_s >= 1000) {
+    flops_per_s /= 1000;
+    ++i;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %sFLOP/s", flops_per_s, prefixes[i]);
+  return text;
+}
+
+double mib(double bytes) {
+  return bytes / (1 << 20);
+}
+
+// The MFU, GPU usage and dataset lines of the report.
+std::string format_efficiency(const RunReport& r) {
+  std::string s;
+  char buf[512];
+  std::string counted = format_flops(r.flops_per_second()) + " counted";
+  if (std::optional<double> mfu = r.mfu())
+    std::snprintf(buf, sizeof buf, "  MFU %.1f%%: %s of %s peak (%s, %s)\n", 100 * *mfu,
+                  counted.c_str(), format_flops(r.peak.flops_per_s).c_str(),
+                  r.peak.device_name.c_str(), r.peak.precision.c_str());
+  else
+    std::snprintf(buf, sizeof buf, "  MFU n/a (%s): %s\n", r.mfu_unknown_reason().c_str(),
+                  counted.c_str());
+  s += buf;
+  if (r.gpu_usage) {
+    const GpuUsage& g = *r.gpu_usage;
+    if (g.utilization_available)
+      std::snprintf(buf, sizeof buf, "  GPU utilisation %.1f%% mean, %.0f%% max (%lld samples)",
+                    g.mean_utilization_percent, g.max_utilization_percent,
+                    static_cast<long long>(g.samples));
+    else
+      std::snprintf(buf, sizeof buf, "  GPU utilisation n/a (%s)", g.utilization_reason.c_str());
+    s += buf;
+    if (!g.memory_source.empty()) {
+      std::snprintf(buf, sizeof buf, "; peak device memory %.0f MiB (%s, whole device)",
+                    mib(static_cast<double>(g.peak_memory_used_bytes)), g.memory_source.c_str());
+      s += buf;
+    }
+    s += "\n";
+  }
+  if (r.dataset) {
+    const DatasetStats& d = *r.dataset;
+    std::snprintf(buf, sizeof buf, "  dataset: %lld pairs, %lld source / %lld target tokens",
+                  static_cast<long long>(d.pairs), static_cast<long long>(d.source_tokens),
+                  static_cast<long long>(d.target_tokens));
+    s += buf;
+    if (d.source_bytes && d.target_bytes) {
+      std::snprintf(buf, sizeof buf, ", %.1f / %.1f MiB of text",
+                    mib(static_cast<double>(*d.source_bytes)),
+                    mib(static_cast<double>(*d.target_bytes)));
+      s += buf;
+    }
+    s += " (" + d.origin + " of " + d.directory + ")\n";
+  }
+  return s;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const RunReport& r) {
   nlohmann::json j = {
       {"first_step", r.first_step},
@@ -228,6 +328,18 @@ nlohmann::json to_json(const RunReport& r) {
       {"comm_seconds", r.comm_seconds},
       {"exposed_comm_seconds", r.exposed_comm_seconds},
       {"comm_algbw_gb_per_s", r.comm_seconds > 0 ? r.comm_bytes / r.comm_seconds / 1e9 : 0.0}};
+  std::optional<double> mfu = r.mfu();
+  j["train_flops"] = r.train_flops;
+  j["flops_per_s"] = r.flops_per_second();
+  j["flop_count"] = "3 x forward matmul FLOPs of the padded batches (engine/flop_count.h)";
+  j["mfu"] = mfu ? nlohmann::json(*mfu) : nlohmann::json();
+  j["mfu_reason"] = null_if_empty(r.mfu_unknown_reason());
+  j["device_name"] = null_if_empty(r.peak.device_name);
+  j["peak_flops_per_s"] =
+      r.peak.flops_per_s > 0 ? nlohmann::json(r.peak.flops_per_s) : nlohmann::json();
+  j["matmul_precision"] = null_if_empty(r.peak.precision);
+  j["gpu"] = r.gpu_usage ? gpu_usage_json(*r.gpu_usage) : nlohmann::json();
+  j["dataset"] = to_json(r.dataset);
   if (r.best)
     j["best_metric"] = {
         {"name", r.best->metric.name}, {"value", r.best->metric.value}, {"step", r.best->step}};
@@ -276,7 +388,7 @@ std::string format_run_report(const RunReport& r) {
                   static_cast<double>(r.last_checkpoint_bytes) / (1 << 20));
     s += buf;
   }
-  return s;
+  return s + format_efficiency(r);
 }
 
 // ---- RunReporter ----

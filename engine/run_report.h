@@ -13,7 +13,10 @@
 
 #include "engine/checkpoint.h"
 #include "engine/config.h"
+#include "engine/dataset_stats.h"
+#include "engine/device_peak.h"
 #include "engine/evaluator.h"
+#include "engine/gpu_monitor.h"
 #include "engine/metrics_log.h"
 #include "engine/tensorboard.h"
 
@@ -118,9 +121,18 @@ struct RunReport {
   std::string last_checkpoint;
   uint64_t last_checkpoint_bytes = 0;
   double checkpoint_seconds = 0;  // all saves of this process
+  // MFU: the counted training FLOPs of this rank's steps (engine/flop_count.h: 3 x the forward
+  // matrix products of the padded batches) per train_seconds, over one card's peak.
+  double train_flops = 0;
+  DevicePeak peak;                      // device_peak_for_training(...)
+  std::optional<GpuUsage> gpu_usage;    // GpuMonitor::stop(); nullopt on the CPU
+  std::optional<DatasetStats> dataset;  // read_dataset_stats(...); nullopt for synthetic data
 
   double mean_step_ms() const;
   double tokens_per_second() const;
+  double flops_per_second() const;         // counted FLOPs per second of step time
+  std::optional<double> mfu() const;       // a fraction of peak.flops_per_s
+  std::string mfu_unknown_reason() const;  // why mfu() is nullopt, "" when it is known
 };
 nlohmann::json to_json(const RunReport& r);
 // A JSON string, or null for "".

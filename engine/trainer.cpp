@@ -22,6 +22,10 @@
 #include "engine/data_parallel.h"
 #include "engine/lr_schedule.h"
 #include "engine/optimizer.h"
+#include "engine/dataset_stats.h"
+#include "engine/device_peak.h"
+#include "engine/flop_count.h"
+#include "engine/gpu_monitor.h"
 #include "engine/loss_scaler.h"
 #include "engine/run_report.h"
 #include "engine/training_data.h"
@@ -191,6 +195,8 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
 
   data_ = make_training_data(cfg, dp.world_size(), dp.rank());
   vocab_path_ = vocabulary_path(cfg);
+  report_.dataset = read_dataset_stats(cfg.data);
+  report_.peak = device_peak_for_training(cfg.train.device, cfg.train.precision);
   int64_t max_len = data_->max_padded_len();
   int64_t max_rows = std::max(cfg.train.batch_tokens, max_len);
   ModelShape shape = model_shape_from(cfg.model, data_->vocab_size());
@@ -241,6 +247,7 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   double global_tokens = 0, local_tokens = 0, loss = 0, correct = 0;
   for (int64_t micro = 0; micro < cfg_.train.update_freq; ++micro) {
     Batch batch = data_->next_train();
+    report_.train_flops += training_flops(model_->shape(), batch_dims(batch));
     LossSums s = model_->forward_backward(batch, ctx, label_smoothing_,
                                           static_cast<float>(loss_scaler_.scale()));
     global_tokens += static_cast<double>(data_->last_global_tgt_tokens());
@@ -355,6 +362,8 @@ TrainSummary TrainingRun::run() {
   const std::string& ckpt_dir = cfg_.checkpoint.dir;
   StepPhaseTimer timer(cfg_.train.device);
   std::string stop_reason = "max_steps";
+  GpuMonitor gpu_monitor;  // its destructor stops the sampling thread if the loop throws
+  if (cfg_.train.device == Device::cuda) gpu_monitor.start();
   loop_start_ = Clock::now();
   for (int64_t step = first_step + 1; step <= cfg_.train.max_steps; ++step) {
     train_step(step, timer);
@@ -387,6 +396,7 @@ TrainSummary TrainingRun::run() {
       break;
     }
   }
+  if (cfg_.train.device == Device::cuda) report_.gpu_usage = gpu_monitor.stop();
   finish(stop_reason);
   return summary_;
 }

@@ -28,9 +28,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Python oracles used by tests (sacreBLEU, TensorBoard reader, safetensors) and by scripts.
-PY_PACKAGES=(sacrebleu==2.* safetensors numpy tensorboard)
-if ! python3 -c "import sacrebleu, safetensors, numpy, tensorboard" >/dev/null 2>&1; then
+# Python oracles used by tests (sacreBLEU, TensorBoard reader, safetensors) and by scripts
+# (matplotlib: scripts/plot-metrics.py).
+PY_PACKAGES=(sacrebleu==2.* safetensors numpy tensorboard matplotlib)
+if ! python3 -c "import sacrebleu, safetensors, numpy, tensorboard, matplotlib" >/dev/null 2>&1; then
   echo "install-deps: installing Python packages ${PY_PACKAGES[*]}"
   python3 -m pip install -q "${PY_PACKAGES[@]}" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages "${PY_PACKAGES[@]}"
