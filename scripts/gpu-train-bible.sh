@@ -2,7 +2,8 @@
 # GPU machine: prepares the Bible corpus and trains configs/bible-en-es.json (or $CONFIG),
 # printing BLEU at each evaluation with the elapsed time: the dev BLEU-vs-time curve that
 # ../shared/data/README.md gives for PyTorch. Expects an existing build in $BUILD_DIR (build-gpu).
-# Environment: NMT_DATA (default ../shared/data/bible-en-es), BUILD_DIR, CONFIG; extra arguments go
+# Environment: NMT_DATA (default ../shared/data/bible-en-es), BUILD_DIR, CONFIG, TRAIN_SECONDS
+# (stop the run with SIGTERM after that long: it finishes the step and reports); extra arguments go
 # to nmt-train.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +17,8 @@ if [[ ! -f "$PREP/report.json" ]]; then
     --dev-src "$DATA/dev.en" --dev-tgt "$DATA/dev.es" --out "$PREP" --vocab-size 4000 --max-len 128
 fi
 start=$(date +%s%N)
-"$BUILD_DIR/apps/nmt-train/nmt-train" --config "${CONFIG:-configs/bible-en-es.json}" "$@" 2>&1 |
+${TRAIN_SECONDS:+timeout -s TERM "$TRAIN_SECONDS"} "$BUILD_DIR/apps/nmt-train/nmt-train" --config "${CONFIG:-configs/bible-en-es.json}" "$@" 2>&1 |
   while IFS= read -r line; do
     ms=$((($(date +%s%N) - start) / 1000000))
     printf '[%4d.%d s] %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$line"
-  done | tee "$LOG_DIR/train-bible.log" | grep -E "^\[.*\] (step [0-9]+00 |eval|done|model|data|nmt-train)" || true
+  done | tee "$LOG_DIR/train-bible.log" | grep -E "^\[.*\] (step [0-9]+00 |eval|BLEU|done|model|data|nmt-train|stopped)" || true
