@@ -2,7 +2,7 @@
 """Times in PyTorch the ops that bench-kernels times, measured the same way (CUDA events, the L2
 cache flushed by a 256 MB write before every run, median of N runs), and prints the same table.
 
-Usage: python3 bench/compare_torch.py [--runs N]   (on a machine with a GPU and PyTorch)
+Usage: python3 bench/compare_torch.py [--runs N] [--only attention-fused]   (needs a GPU and PyTorch)
 """
 import argparse
 import math
@@ -119,6 +119,60 @@ def bench_attention(timer, causal):
     report(name + " bwd bf16", "128x8x64x64 d64", ms, tflop_per_s(2 * flops, ms), "TFLOP/s")
 
 
+SDPA_BACKENDS = ("flash", "cudnn", "efficient")
+
+
+def sdpa_backend(name):
+    from torch.nn.attention import SDPBackend
+    return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
+
+
+def bench_attention_fused(timer, b, t, dh, causal):
+    """attention-fused: PyTorch SDPA with each fused backend forced in turn (flash, cuDNN,
+    memory-efficient), one row each, then a row named like bench-kernels' (attn-fused ...) with the
+    best backend's time, and a line naming that backend. FLOPs as bench-kernels counts them."""
+    from torch.nn.attention import sdpa_kernel
+    h = 8
+    q, k, v = ((torch.rand(b, h, t, dh, device="cuda") * 2 - 1).to(torch.bfloat16).requires_grad_()
+               for _ in range(3))
+    d_out = (torch.rand(b, h, t, dh, device="cuda") * 2 - 1).to(torch.bfloat16)
+    flops = 4 * b * h * t * t * dh
+    name = "attn-fused causal" if causal else "attn-fused"
+    shape = f"{b}x{h}x{t}x{t} d{dh}"
+    best = {}
+    for backend in SDPA_BACKENDS:
+        try:
+            with sdpa_kernel(sdpa_backend(backend)):
+                with torch.no_grad():
+                    fwd = timer.median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                bwd = timer.median_ms(lambda: torch.autograd.grad(out, (q, k, v), d_out, retain_graph=True))
+        except RuntimeError as e:  # backend not available for this shape / build
+            print(f"sdpa-{backend} {shape}: unavailable ({str(e).splitlines()[0][:80]})", flush=True)
+            continue
+        label = f"sdpa {backend[:5]}" + (" causal" if causal else "")
+        report(label + " fwd bf16", shape, fwd, tflop_per_s(flops, fwd), "TFLOP/s")
+        report(label + " bwd bf16", shape, bwd, tflop_per_s(2 * flops, bwd), "TFLOP/s")
+        for kind, ms in (("fwd", fwd), ("bwd", bwd)):
+            if kind not in best or ms < best[kind][0]:
+                best[kind] = (ms, backend)
+    for kind in ("fwd", "bwd"):
+        if kind in best:
+            ms, backend = best[kind]
+            rate = tflop_per_s(flops if kind == "fwd" else 2 * flops, ms)
+            report(f"{name} {kind} bf16", shape, ms, rate, "TFLOP/s")
+            print(f"  best SDPA backend for {name} {kind} {shape}: {backend}", flush=True)
+
+
+def bench_attention_fused_section(timer):
+    for causal in (False, True):
+        bench_attention_fused(timer, 128, 64, 64, causal)
+    for causal in (False, True):
+        bench_attention_fused(timer, 32, 512, 64, causal)
+    bench_attention_fused(timer, 32, 512, 128, False)
+
+
 def bench_embedding_and_dropout(timer):
     rows, d, vocab, seq = 16384, 512, 32768, 64
     ids = torch.randint(0, vocab, (rows // seq, seq), device="cuda")
@@ -146,6 +200,7 @@ def bench_embedding_and_dropout(timer):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--only", choices=["attention-fused"], help="run one section only")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("compare_torch: no CUDA device", file=sys.stderr)
@@ -154,6 +209,9 @@ def main():
     print(f"PyTorch {torch.__version__} on {props.name} ({props.multi_processor_count} SMs), "
           f"median of {args.runs} runs, L2 flushed", flush=True)
     timer = Timer(args.runs)
+    if args.only == "attention-fused":
+        bench_attention_fused_section(timer)
+        return 0
     bench_layernorm(timer)
     bench_cross_entropy(timer)
     bench_adam(timer)
@@ -163,6 +221,7 @@ def main():
     bench_attention(timer, False)
     bench_attention(timer, True)
     bench_embedding_and_dropout(timer)
+    bench_attention_fused_section(timer)
     return 0
 
 

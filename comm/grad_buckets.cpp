@@ -8,6 +8,7 @@
 #include "comm/check.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/elementwise.h"
 
 namespace nmt {
 namespace {
@@ -72,13 +73,23 @@ std::vector<ElementRange> plan_buckets(int64_t total, size_t element_bytes, size
 }
 
 GradBuckets::GradBuckets(Communicator& comm, const Tensor& grads, size_t bucket_bytes,
-                         std::vector<ElementRange> params)
+                         std::vector<ElementRange> params, std::optional<DType> wire_dtype)
     : comm_(comm), grads_(grads), total_(grads.numel()), bucket_bytes_(bucket_bytes) {
   if (grads.numel() > 0 && grads.empty()) {
     throw CommError("GradBuckets: null gradient buffer " + grads.shape_string());
   }
   grads_ = Tensor(grads.data, grads.dtype, grads.device, {total_});
-  buckets_ = plan_buckets(total_, dtype_size(grads.dtype), bucket_bytes, std::move(params));
+  DType wire = wire_dtype.value_or(grads.dtype);
+  if (wire != grads.dtype) {
+    if (grads.device != Device::cuda || wire == DType::i32 || grads.dtype == DType::i32)
+      throw CommError(std::string("GradBuckets: a ") + dtype_name(wire) + " wire for " +
+                      grads_.shape_string() + " gradients needs float gradients on the GPU");
+    void* data = nullptr;
+    CUDA_CHECK(
+        cudaMalloc(&data, static_cast<size_t>(std::max<int64_t>(total_, 1)) * dtype_size(wire)));
+    wire_ = Tensor(data, wire, Device::cuda, {total_});
+  }
+  buckets_ = plan_buckets(total_, dtype_size(wire), bucket_bytes, std::move(params));
   if (grads.device == Device::cuda) {
     CUDA_CHECK(cudaEventCreate(&backward_done_));
   }
@@ -93,6 +104,7 @@ GradBuckets::~GradBuckets() {
     // Already reported by whoever saw the failure first; a destructor must not throw.
   }
   if (backward_done_ != nullptr) cudaEventDestroy(backward_done_);
+  if (!wire_.empty()) cudaFree(wire_.data);
 }
 
 int GradBuckets::bucket_of(int64_t element) const {
@@ -158,8 +170,16 @@ void GradBuckets::start_buckets(int first, int last) {
   int64_t bytes = 0;
   for (int b = first; b <= last; ++b) {
     const ElementRange& r = buckets_[b];
-    views.push_back(grads_.rows(r.begin, r.end));
-    bytes += r.size() * static_cast<int64_t>(dtype_size(grads_.dtype));
+    Tensor grads = grads_.rows(r.begin, r.end);
+    if (wire_.empty()) {
+      views.push_back(grads);
+    } else {  // enqueued behind the backward work that produced these gradients
+      cuda::StreamScope scope(compute_stream_ ? compute_stream_ : cuda::current_stream());
+      Tensor wire = wire_.rows(r.begin, r.end);
+      convert_tensor(grads, wire);
+      views.push_back(wire);
+    }
+    bytes += r.size() * static_cast<int64_t>(dtype_size(views.back().dtype));
   }
   std::string label =
       first == last ? "all-reduce of bucket " + std::to_string(first)
@@ -242,6 +262,10 @@ void GradBuckets::finish() {
     s.busbw_gbps = s.algbw_gbps * 2.0 * (n - 1) / n;
   }
   stats_ = s;
+  if (!wire_.empty() && total_ > 0) {  // the sums back into the fp32 buffer, before the optimizer
+    cuda::StreamScope scope(compute_stream_ ? compute_stream_ : cuda::current_stream());
+    convert_tensor(wire_, grads_);
+  }
   clear_marks();
 }
 

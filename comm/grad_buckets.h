@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -57,9 +58,13 @@ class GradBuckets {
   static constexpr size_t kDefaultBucketBytes = size_t{25} << 20;  // 25 MiB, as PyTorch DDP
 
   // grads: the flat gradient buffer ([n] f32, or any dtype the communicator sums), on the device
-  // the communicator serves. params: see plan_buckets.
+  // the communicator serves. params: see plan_buckets. wire_dtype: the dtype gradients travel in
+  // (default: grads' own). A 16-bit wire for f32 gradients (GPU only) converts each bucket into a
+  // wire buffer on the compute stream before its all-reduce, and the sums back into grads in
+  // finish(); buckets are then sized in wire bytes.
   GradBuckets(Communicator& comm, const Tensor& grads /* [n] */,
-              size_t bucket_bytes = kDefaultBucketBytes, std::vector<ElementRange> params = {});
+              size_t bucket_bytes = kDefaultBucketBytes, std::vector<ElementRange> params = {},
+              std::optional<DType> wire_dtype = std::nullopt);
   ~GradBuckets();  // completes any all-reduce still in flight
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -102,6 +107,7 @@ class GradBuckets {
 
   Communicator& comm_;
   Tensor grads_;  // [n] viewed flat
+  Tensor wire_;   // [n] in the wire dtype when it differs from grads' (device memory owned here)
   int64_t total_ = 0;
   size_t bucket_bytes_ = 0;
   std::vector<ElementRange> buckets_;

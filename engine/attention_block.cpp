@@ -2,6 +2,7 @@
 #include "engine/attention_block.h"
 
 #include "kernels/elementwise.h"
+#include "kernels/fused_attention.h"
 #include "kernels/linear.h"
 
 namespace nmt {
@@ -27,7 +28,13 @@ void AttentionBlock::plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows,
   k_ = arena.allocate("attn.k", shape_.compute_dtype, max_kv_rows * d);
   v_ = arena.allocate("attn.v", shape_.compute_dtype, max_kv_rows * d);
   ctx_ = arena.allocate("attn.ctx", shape_.compute_dtype, max_q_rows * d);
-  probs_ = arena.allocate("attn.probs", DType::f32, max_scores);
+  // The fused kernel keeps one log-sum-exp per query and head instead of every probability.
+  fused_ = arena.device() == Device::cuda &&
+           fused_attention_supported(Device::cuda, shape_.compute_dtype, d / shape_.heads);
+  if (fused_)
+    lse_ = arena.allocate("attn.lse", DType::f32, max_q_rows * shape_.heads);
+  else
+    probs_ = arena.allocate("attn.probs", DType::f32, max_scores);
 }
 
 void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& kv_lengths,
@@ -43,11 +50,16 @@ void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& 
 
   Tensor q = q_.view({q_rows, d}), k = k_.view({kv_rows, d}), v = v_.view({kv_rows, d});
   Tensor c = ctx_.view({q_rows, d});
-  Tensor probs = probs_.view({batch, shape_.heads, q_len, kv_len});
   linear_forward(xq, q_w_->compute, q_b_->compute, q);
   linear_forward(xkv, k_w_->compute, k_b_->compute, k);
   linear_forward(xkv, v_w_->compute, v_b_->compute, v);
-  attention_forward(q, k, v, kv_lengths, c, probs, att_, p_, key_);
+  if (fused_) {
+    Tensor lse = lse_.view({batch, shape_.heads, q_len});
+    fused_attention_forward(AttentionOperands{q, k, v}, kv_lengths, c, lse, att_, p_, key_);
+  } else {
+    Tensor probs = probs_.view({batch, shape_.heads, q_len, kv_len});
+    attention_forward(q, k, v, kv_lengths, c, probs, att_, p_, key_);
+  }
   linear_forward(c, o_w_->compute, o_b_->compute, out);
 }
 
@@ -56,12 +68,19 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   int64_t q_rows = att_.batch * att_.q_len, kv_rows = att_.batch * att_.kv_len;
   Tensor q = q_.view({q_rows, d}), k = k_.view({kv_rows, d}), v = v_.view({kv_rows, d});
   Tensor c = ctx_.view({q_rows, d});
-  Tensor probs = probs_.view({att_.batch, att_.heads, att_.q_len, att_.kv_len});
   Tensor d_ctx = ws.a1.view({q_rows, d});
   Tensor dq = ws.a2.view({q_rows, d}), dk = ws.a3.view({kv_rows, d}), dv = ws.a4.view({kv_rows, d});
 
   linear_backward(d_out, c, o_w_->compute, d_ctx, o_w_->grad, o_b_->grad);
-  attention_backward(d_ctx, q, k, v, probs, kv_lengths_, dq, dk, dv, att_, p_, key_);
+  if (fused_) {
+    Tensor lse = lse_.view({att_.batch, att_.heads, att_.q_len});
+    AttentionOperands grads{dq, dk, dv};
+    fused_attention_backward(d_ctx, AttentionOperands{q, k, v}, c, lse, kv_lengths_, grads, att_,
+                             p_, key_);
+  } else {
+    Tensor probs = probs_.view({att_.batch, att_.heads, att_.q_len, att_.kv_len});
+    attention_backward(d_ctx, q, k, v, probs, kv_lengths_, dq, dk, dv, att_, p_, key_);
+  }
   // d_xq first (=), then the key and value paths (+=): correct also when d_xq aliases d_xkv.
   linear_backward(dq, xq_, q_w_->compute, d_xq, q_w_->grad, q_b_->grad);
   Tensor tmp = ws.a1.view({kv_rows, d});  // d_ctx is consumed

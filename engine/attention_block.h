@@ -14,8 +14,8 @@ namespace nmt {
 
 class AttentionBlock {
  public:
-  AttentionBlock(ParamStore& store, const std::string& prefix, const ModelShape& shape,
-                 bool causal, uint32_t dropout_id);
+  AttentionBlock(ParamStore& store, const std::string& prefix, const ModelShape& shape, bool causal,
+                 uint32_t dropout_id);
 
   // Activation buffers for up to max_q_rows queries, max_kv_rows keys, and max_scores scores.
   void plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows, int64_t max_scores);
@@ -34,7 +34,11 @@ class AttentionBlock {
   bool causal_;
   uint32_t dropout_id_;
   Param *q_w_, *q_b_, *k_w_, *k_b_, *v_w_, *v_b_, *o_w_, *o_b_;
-  Buffer q_, k_, v_, ctx_, probs_;
+  Buffer q_, k_, v_, ctx_;
+  // Saved for backward: probs_ [batch, heads, q_len, kv_len] f32 (unfused), or lse_
+  // [batch, heads, q_len] f32 when the fused kernel serves this dtype and head size (fused_).
+  Buffer probs_, lse_;
+  bool fused_ = false;
   // What forward saw, for backward.
   Tensor xq_, xkv_, kv_lengths_;
   AttentionShape att_;

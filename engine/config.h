@@ -116,6 +116,7 @@ struct DistConfig {
   DType allreduce_dtype = DType::f32;  // f32, bf16 or f16 only
   int64_t checksum_every = 100;        // 0 = off
   int64_t timeout_s = 60;
+  bool overlap = true;  // start each bucket's all-reduce during backward
 };
 
 struct RunConfig {

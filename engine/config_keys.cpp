@@ -272,6 +272,9 @@ std::vector<ConfigKey> build_keys() {
           "differ; 0 = never."),
       key("dist.timeout_s", kDist, &P::timeout_s, closed(1, 604800),
           "Seconds a collective may wait for the other ranks before the run stops with an error."),
+      key("dist.overlap", kDist, &P::overlap,
+          "Start each bucket's all-reduce during backward, as soon as its gradients are final; "
+          "false exchanges everything after backward (to measure what overlap buys)."),
   };
 }
 

@@ -16,10 +16,7 @@ bool launched_by_mpi() {
 }
 
 DataParallel::DataParallel(const DistConfig& cfg, Device device, bool allow_mpi)
-    : bucket_mb_(cfg.bucket_mb) {
-  if (cfg.allreduce_dtype != DType::f32)
-    throw std::runtime_error("dist.allreduce_dtype: " + std::string(config_name(cfg.allreduce_dtype)) +
-                             " gradient exchange is not built yet; use \"fp32\"");
+    : bucket_mb_(cfg.bucket_mb), wire_dtype_(cfg.allreduce_dtype), overlap_(cfg.overlap) {
   CommOptions options;
   options.timeout_seconds = static_cast<double>(cfg.timeout_s);
   if (allow_mpi && launched_by_mpi()) {
@@ -47,7 +44,12 @@ void DataParallel::attach(ParamStore& params) {
   std::sort(ranges.begin(), ranges.end(),
             [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
   auto bytes = static_cast<size_t>(bucket_mb_ * (1 << 20));
-  buckets_ = std::make_unique<GradBuckets>(*comm_, params.grads(), bytes, std::move(ranges));
+  buckets_ =
+      std::make_unique<GradBuckets>(*comm_, params.grads(), bytes, std::move(ranges), wire_dtype_);
+}
+
+void DataParallel::mark_ready(const Param& p) {
+  if (buckets_) buckets_->mark_ready(p.offset, p.numel);
 }
 
 const GradExchangeStats& DataParallel::reduce_gradients() {

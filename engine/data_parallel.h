@@ -35,8 +35,13 @@ class DataParallel {
   // Makes every rank start from rank 0's parameters and lays the gradient buckets over the store's
   // flat gradient buffer (parameter boundaries kept inside buckets where they fit).
   void attach(ParamStore& params);
-  // After the last micro-batch's backward: sums the gradient buffer over ranks (no-op alone).
-  // Returns the exchange statistics of this step.
+  // True when backward should report finished gradients (mark_ready) so the exchange overlaps it:
+  // several ranks and dist.overlap.
+  bool overlaps_backward() const { return buckets_ != nullptr && overlap_; }
+  // During the last micro-batch's backward: p's gradient is final, its bucket may start.
+  void mark_ready(const Param& p);
+  // After the last micro-batch's backward: sums the gradient buffer over ranks (no-op alone),
+  // starting whatever mark_ready has not. Returns the exchange statistics of this step.
   const GradExchangeStats& reduce_gradients();
   // Element-wise sum over ranks of a few host values (token counts, loss sums).
   std::vector<double> sum(std::vector<double> values);
@@ -50,6 +55,8 @@ class DataParallel {
   bool mpi_ = false;
   std::string backend_ = "single";
   double bucket_mb_;
+  DType wire_dtype_;
+  bool overlap_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<GradBuckets> buckets_;
   GradExchangeStats no_exchange_;

@@ -23,8 +23,9 @@ Param* ParamStore::add(const std::string& name, std::vector<int64_t> shape, Para
 
 static Tensor view_of(const Buffer& b, const Param& p) {
   Tensor t = b.flat();
-  t.data = b.data ? static_cast<char*>(b.data) + p.offset * static_cast<int64_t>(dtype_size(b.dtype))
-                  : nullptr;
+  t.data = b.data
+               ? static_cast<char*>(b.data) + p.offset * static_cast<int64_t>(dtype_size(b.dtype))
+               : nullptr;
   t.rank = static_cast<int>(p.shape.size());
   for (int i = 0; i < t.rank; ++i) t.shape[i] = p.shape[i];
   return t;

@@ -16,14 +16,14 @@ namespace nmt {
 enum class ParamKind : uint8_t { weight, bias, norm_gain, norm_bias, embedding };
 
 struct Param {
-  std::string name;             // PyTorch-style: encoder.layers.0.self_attn.q_proj.weight
-  std::vector<int64_t> shape;   // e.g. [out, in]
+  std::string name;            // PyTorch-style: encoder.layers.0.self_attn.q_proj.weight
+  std::vector<int64_t> shape;  // e.g. [out, in]
   ParamKind kind = ParamKind::weight;
-  int64_t offset = 0;           // elements into the flat buffers
+  int64_t offset = 0;  // elements into the flat buffers
   int64_t numel = 0;
-  Tensor value;                 // view into the fp32 master buffer
-  Tensor compute;               // what the ops read: `value` itself in fp32, else the bf16/fp16 copy
-  Tensor grad;                  // view into the fp32 gradient buffer
+  Tensor value;    // view into the fp32 master buffer
+  Tensor compute;  // what the ops read: `value` itself in fp32, else the bf16/fp16 copy
+  Tensor grad;     // view into the fp32 gradient buffer
 };
 
 class ParamStore {

@@ -152,6 +152,9 @@ class TrainingRun {
   DataParallel& dp_;
   Clock::time_point start_ = Clock::now(), loop_start_;
   uint64_t seed_;
+  // Keys this rank's dropout masks: the seed itself on rank 0 (so one process and rank 0 agree),
+  // mixed with the rank elsewhere, so ranks do not drop the same positions of their batches.
+  uint64_t dropout_seed_;
   float label_smoothing_;
   LossScaler loss_scaler_;
   std::unique_ptr<TrainingData> data_;
@@ -171,6 +174,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
       options_(options),
       dp_(dp),
       seed_(static_cast<uint64_t>(cfg.train.seed)),
+      dropout_seed_(seed_ ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(dp.rank()))),
       label_smoothing_(static_cast<float>(cfg.train.label_smoothing)),
       loss_scaler_(cfg.train.precision, cfg.train.loss_scale, cfg.train.loss_scale_window) {
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
@@ -243,13 +247,17 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   timer.start();
   model_->zero_grads();
   // Dropout is keyed by (seed, step): a resumed run draws what the uninterrupted one drew.
-  StepContext ctx{seed_, static_cast<uint64_t>(step), true};
+  StepContext ctx{dropout_seed_, static_cast<uint64_t>(step), true};
   double global_tokens = 0, local_tokens = 0, loss = 0, correct = 0;
   for (int64_t micro = 0; micro < cfg_.train.update_freq; ++micro) {
     Batch batch = data_->next_train();
     report_.train_flops += training_flops(model_->shape(), batch_dims(batch));
+    // Only the last micro-batch's gradients are final: its backward starts the exchange.
+    if (micro + 1 == cfg_.train.update_freq && dp_.overlaps_backward())
+      model_->set_grad_ready_hook([this](const Param& p) { dp_.mark_ready(p); });
     LossSums s = model_->forward_backward(batch, ctx, label_smoothing_,
                                           static_cast<float>(loss_scaler_.scale()));
+    model_->set_grad_ready_hook(nullptr);
     global_tokens += static_cast<double>(data_->last_global_tgt_tokens());
     local_tokens += static_cast<double>(s.tokens);
     loss += s.loss;

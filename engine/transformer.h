@@ -3,6 +3,7 @@
 // written out in order in transformer.cpp.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,12 @@ class Transformer {
   // Zero every parameter gradient.
   void zero_grads();
 
+  // Called during forward_backward's backward for each parameter as soon as its gradient is final
+  // for this batch (its kernels enqueued), in the order backward finishes them: the data-parallel
+  // exchange starts buckets from it while backward goes on. Unset (the default) calls nothing.
+  using GradReadyHook = std::function<void(const Param&)>;
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+
   // Decoding entry points for beam search (engine/decode.h); defined in engine/decode_steps.cpp.
   // Both run without dropout and return views into the model's arena, valid until the next call.
   // The encoder over batch's sources only (targets ignored): [sentences * src_len, d_model].
@@ -61,20 +68,26 @@ class Transformer {
   Tensor decode(const Tensor& enc_out, const StepContext& ctx);
   void backward(Tensor& d_dec_out);
   void allocate(Arena& arena);
+  // The parameters registered since `first` (an index into params_), as one backward stage.
+  void add_stage(std::vector<std::vector<const Param*>>& stages, size_t first);
+  void stage_done(size_t stage) const;
 
   ModelShape shape_;
   Device device_;
   int64_t max_rows_, max_len_;
   ParamStore params_;
   DropoutIds dropout_ids_;
-  Param* src_embed_ = nullptr;  // [vocab, d_model]
-  Param* tgt_embed_ = nullptr;  // same as src_embed_ when shared
-  Param* out_proj_ = nullptr;   // same as tgt_embed_ when shared
+  Param* src_embed_ = nullptr;                           // [vocab, d_model]
+  Param* tgt_embed_ = nullptr;                           // same as src_embed_ when shared
+  Param* out_proj_ = nullptr;                            // same as tgt_embed_ when shared
   Param *enc_norm_g_ = nullptr, *enc_norm_b_ = nullptr;  // pre-norm final norms
   Param *dec_norm_g_ = nullptr, *dec_norm_b_ = nullptr;
   uint32_t src_embed_dropout_ = 0, tgt_embed_dropout_ = 0;
   std::vector<std::unique_ptr<EncoderLayer>> encoder_;
   std::vector<std::unique_ptr<DecoderLayer>> decoder_;
+  // Parameters whose gradients backward finishes together, in backward order (see transformer.cpp).
+  std::vector<std::vector<const Param*>> stages_;
+  GradReadyHook grad_ready_;
 
   Arena arena_;
   Workspace ws_;

@@ -20,7 +20,9 @@ inline float bits_float(uint32_t u) {
   return f;
 }
 
-inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_float(uint16_t h) {
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t float_to_bf16(float f) {
   uint32_t u = float_bits(f);
@@ -46,8 +48,8 @@ inline uint16_t float_to_f16(float f) {
   float a = std::fabs(f);
   if (std::isnan(f)) return static_cast<uint16_t>(sign | 0x7E00);
   if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7C00);  // rounds to infinity
-  if (a < 6.103515625e-05f) {                                       // subnormal range: 2^-24 steps
-    float steps = std::nearbyint(a * 16777216.0f);                  // ties to even (default mode)
+  if (a < 6.103515625e-05f) {                                      // subnormal range: 2^-24 steps
+    float steps = std::nearbyint(a * 16777216.0f);                 // ties to even (default mode)
     return static_cast<uint16_t>(sign | static_cast<uint16_t>(steps));
   }
   uint32_t ua = float_bits(a);

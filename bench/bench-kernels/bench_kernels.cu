@@ -1,6 +1,6 @@
 // bench-kernels: times the CUDA ops at Transformer-base sizes (CUDA events, L2 flushed before each
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
-// Usage: bench-kernels [--runs N]
+// Usage: bench-kernels [--runs N] [--only attention-fused]
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -12,6 +12,7 @@
 #include "bench/bench-kernels/bench_timer.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/fused_attention.h"
 
 namespace nmt::bench {
 namespace {
@@ -162,6 +163,48 @@ void bench_attention(KernelTimer& timer, bool causal) {
   report(name + " bwd bf16", "128x8x64x64 d64", ms, tflop_per_s(2 * flops, ms), "TFLOP/s");
 }
 
+// attention-fused: the flash-attention kernels (kernels/fused_attention.h) reading Q, K, V from
+// one fused [tokens, 3 * heads * dh] projection output. FLOPs count the full T x S square even
+// when causal (as the unfused rows above and compare_torch.py do); backward counts 2x forward.
+void bench_fused_attention(KernelTimer& timer, int64_t batch, int64_t len, int64_t head_dim,
+                           bool causal) {
+  AttentionShape s;
+  s.batch = batch;
+  s.q_len = len;
+  s.kv_len = len;
+  s.heads = 8;
+  s.head_dim = head_dim;
+  s.causal = causal;
+  const int64_t rows = s.batch * s.q_len, width = s.heads * s.head_dim;
+  DeviceTensor qkv({rows, 3 * width}, DType::bf16), d_qkv({rows, 3 * width}, DType::bf16),
+      out({rows, width}, DType::bf16), d_out({rows, width}, DType::bf16),
+      lse({s.batch, s.heads, s.q_len}, DType::f32), lengths({s.batch}, DType::i32);
+  fill_uniform(qkv.view, -1, 1, 31);
+  fill_uniform(d_out.view, -1, 1, 32);
+  std::vector<int32_t> full(s.batch, static_cast<int32_t>(s.kv_len));
+  CUDA_CHECK(cudaMemcpy(lengths.view.data, full.data(), full.size() * 4, cudaMemcpyHostToDevice));
+  AttentionOperands in{qkv.view, qkv.view, qkv.view, 0, width, 2 * width};
+  AttentionOperands grads{d_qkv.view, d_qkv.view, d_qkv.view, 0, width, 2 * width};
+  const RngKey key{1, 1, 1};
+  const double flops = 4.0 * s.batch * s.heads * s.q_len * s.kv_len * s.head_dim;
+  const std::string name = causal ? "attn-fused causal" : "attn-fused";
+  const std::string shape = std::to_string(batch) + "x8x" + std::to_string(len) + "x" +
+                            std::to_string(len) + " d" + std::to_string(head_dim);
+  double ms = timer.median_ms(
+      [&] { fused_attention_forward(in, lengths.view, out.view, lse.view, s, 0.0f, key); });
+  report(name + " fwd bf16", shape, ms, tflop_per_s(flops, ms), "TFLOP/s");
+  ms = timer.median_ms([&] {
+    fused_attention_backward(d_out.view, in, out.view, lse.view, lengths.view, grads, s, 0.0f, key);
+  });
+  report(name + " bwd bf16", shape, ms, tflop_per_s(2 * flops, ms), "TFLOP/s");
+}
+
+void bench_attention_fused_section(KernelTimer& timer) {
+  for (bool causal : {false, true}) bench_fused_attention(timer, 128, 64, 64, causal);
+  for (bool causal : {false, true}) bench_fused_attention(timer, 32, 512, 64, causal);
+  bench_fused_attention(timer, 32, 512, 128, false);
+}
+
 void bench_embedding_and_dropout(KernelTimer& timer) {
   const int64_t rows = 16384, d = 512, vocab = 32768;
   DeviceTensor ids({rows}, DType::i32), table({vocab, d}, DType::bf16), out({rows, d}, DType::bf16),
@@ -189,11 +232,16 @@ void bench_embedding_and_dropout(KernelTimer& timer) {
 int main(int argc, char** argv) {
   using namespace nmt::bench;
   int runs = 30;
+  bool only_fused_attention = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
+               std::strcmp(argv[i + 1], "attention-fused") == 0) {
+      only_fused_attention = true;
+      ++i;
     } else {
-      std::fprintf(stderr, "usage: bench-kernels [--runs N]\n");
+      std::fprintf(stderr, "usage: bench-kernels [--runs N] [--only attention-fused]\n");
       return 2;
     }
   }
@@ -207,6 +255,10 @@ int main(int argc, char** argv) {
     std::printf("bench-kernels on %s (%d SMs, %.0f MB L2), median of %d runs, L2 flushed\n",
                 prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, runs);
     KernelTimer timer(runs, 3);
+    if (only_fused_attention) {
+      bench_attention_fused_section(timer);
+      return 0;
+    }
     bench_layernorm(timer);
     bench_cross_entropy(timer);
     bench_adam(timer);
@@ -216,6 +268,7 @@ int main(int argc, char** argv) {
     bench_attention(timer, false);
     bench_attention(timer, true);
     bench_embedding_and_dropout(timer);
+    bench_attention_fused_section(timer);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench-kernels: %s\n", e.what());
     return 1;

@@ -19,10 +19,11 @@ namespace {
 using nmt::Device;
 using nmt::DType;
 
-nmt::ModelShape small_shape(DType dtype) {
+// head_dim 8 runs the unfused attention; 64 the fused (flash) kernel.
+nmt::ModelShape small_shape(DType dtype, int64_t head_dim = 8) {
   nmt::ModelShape s;
   s.vocab = 37;
-  s.d_model = 32;
+  s.d_model = 4 * head_dim;
   s.heads = 4;
   s.ffn_dim = 72;
   s.encoder_layers = 2;
@@ -33,7 +34,8 @@ nmt::ModelShape small_shape(DType dtype) {
 }
 
 nmt::Batch ragged_batch() {
-  std::vector<std::vector<int32_t>> src = {{4, 5, 6, 7, 8, 9, 10, 11, 12}, {9, 4}, {5, 5, 6, 30, 31}};
+  std::vector<std::vector<int32_t>> src = {
+      {4, 5, 6, 7, 8, 9, 10, 11, 12}, {9, 4}, {5, 5, 6, 30, 31}};
   std::vector<std::vector<int32_t>> tgt = {{8, 7, 6, 20}, {4, 9, 10, 5, 36, 35, 34}, {6}};
   return nmt::make_batch(src, tgt, {0, 1, 2}, 8);
 }
@@ -60,8 +62,8 @@ struct StepResult {
   std::vector<float> grads;
 };
 
-StepResult one_step(DType dtype, float loss_scale) {
-  nmt::Transformer model(small_shape(dtype), Device::cuda, 64, 16);
+StepResult one_step(DType dtype, float loss_scale, int64_t head_dim = 8) {
+  nmt::Transformer model(small_shape(dtype, head_dim), Device::cuda, 64, 16);
   model.params().initialize(5);
   model.zero_grads();
   nmt::StepContext ctx{3, 7, true};
@@ -76,18 +78,22 @@ StepResult one_step(DType dtype, float loss_scale) {
 
 TEST_CASE("a bf16 or fp16 step gives the fp32 step's loss and gradients within rounding",
           "[cuda][engine][mixed]") {
-  StepResult ref = one_step(DType::f32, 1.0f);
-  // bf16 keeps 8 mantissa bits (relative rounding 2^-9), fp16 11 (2^-12); through two layers of
-  // GEMMs, norms and softmaxes the gradient error grows to a few dozen roundings.
-  for (auto [dtype, loss_scale, tolerance] :
-       {std::tuple{DType::bf16, 1.0f, 5e-2}, std::tuple{DType::f16, 1024.0f, 1e-2}}) {
-    StepResult r = one_step(dtype, loss_scale);
-    double err = relative_l2(ref.grads, r.grads);
-    INFO(nmt::dtype_name(dtype) << ": loss " << r.loss.loss << " vs fp32 " << ref.loss.loss
-                                << ", gradient relative L2 error " << err);
-    CHECK(r.loss.tokens == ref.loss.tokens);
-    CHECK(r.loss.loss == Approx(ref.loss.loss).epsilon(tolerance / 5));
-    CHECK(err < tolerance);
+  // head_dim 64 puts the fused attention kernel in the 16-bit runs (the fp32 one stays unfused).
+  for (int64_t head_dim : {8, 64}) {
+    StepResult ref = one_step(DType::f32, 1.0f, head_dim);
+    // bf16 keeps 8 mantissa bits (relative rounding 2^-9), fp16 11 (2^-12); through two layers of
+    // GEMMs, norms and softmaxes the gradient error grows to a few dozen roundings.
+    for (auto [dtype, loss_scale, tolerance] :
+         {std::tuple{DType::bf16, 1.0f, 5e-2}, std::tuple{DType::f16, 1024.0f, 1e-2}}) {
+      StepResult r = one_step(dtype, loss_scale, head_dim);
+      double err = relative_l2(ref.grads, r.grads);
+      INFO(nmt::dtype_name(dtype) << ", head_dim " << head_dim << ": loss " << r.loss.loss
+                                  << " vs fp32 " << ref.loss.loss << ", gradient relative L2 error "
+                                  << err);
+      CHECK(r.loss.tokens == ref.loss.tokens);
+      CHECK(r.loss.loss == Approx(ref.loss.loss).epsilon(tolerance / 5));
+      CHECK(err < tolerance);
+    }
   }
 }
 
@@ -106,7 +112,8 @@ TEST_CASE("fp16 loss scaling: scaled gradients unscale to the unscaled ones; ove
   std::vector<float> before = to_host(model.params().master());
   model.zero_grads();
   nmt::StepContext ctx{3, 1, true};
-  double tokens = static_cast<double>(model.forward_backward(ragged_batch(), ctx, 0.1f, 1e6f).tokens);
+  double tokens =
+      static_cast<double>(model.forward_backward(ragged_batch(), ctx, 0.1f, 1e6f).tokens);
   nmt::OptimizerStepStats st = opt.step(1, 1e-3, tokens * 1e6, 1.0);
   CHECK(st.skipped);
   CHECK(to_host(model.params().master()) == before);
@@ -125,7 +132,8 @@ TEST_CASE("the tiny reversal task trains in bf16 and fp16 as well as in fp32",
     std::ostringstream log;
     nmt::TrainSummary s = nmt::run_training(cfg, log);
     double accuracy = s.last_eval.greedy_token_accuracy;
-    INFO(nmt::dtype_name(dtype) << ": greedy token accuracy " << accuracy << ", log:\n" << log.str());
+    INFO(nmt::dtype_name(dtype) << ": greedy token accuracy " << accuracy << ", log:\n"
+                                << log.str());
     if (dtype == DType::f32) fp32_accuracy = accuracy;
     CHECK(accuracy > 0.9);
     CHECK(accuracy > fp32_accuracy - 0.03);

@@ -23,7 +23,7 @@ nmt::RunConfig small_config() {
   c.model.d_model = 32;
   c.model.num_heads = 4;
   c.model.ffn_dim = 64;
-  // Dropout masks are keyed by element position inside each rank's own batch, so with dropout a
+  // Dropout masks are keyed by rank and element position inside each rank's own batch, so with dropout a
   // data-parallel run draws other masks than one process over the union (both are valid draws);
   // the comparison needs it off.
   c.model.dropout = c.model.attention_dropout = c.model.relu_dropout = 0.0;

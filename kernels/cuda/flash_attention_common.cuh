@@ -1,0 +1,282 @@
+// Building blocks of the fused attention kernels (kernels/cuda/flash_attention_*.cu): the launch
+// parameters, tensor-core MMA (mma.sync m16n8k16, fp32 accumulate) and ldmatrix wrappers, cp.async
+// tile loads into padded shared memory, and the dropout mask of one tile from the shared Philox.
+//
+// Fragment layout of mma.sync m16n8k16 (lane = 4 * g + t4): the accumulator c[0..3] of a 16x8 tile
+// holds (row g, cols 2*t4, 2*t4+1) and (row g+8, same cols); an A fragment a[0..3] holds
+// (row g, k 2t4..+1), (row g+8, k 2t4..+1), (row g, k 2t4+8..+9), (row g+8, k 2t4+8..+9); a B
+// fragment b[0..1] holds (k 2t4..+1, col g) and (k 2t4+8..+9, col g). Two neighbouring accumulator
+// tiles therefore form the A fragment of the next product without any shuffle.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/philox.h"
+
+namespace nmt::cuda::flash {
+
+constexpr int kThreads = 128;  // 4 warps, each owning 16 rows of a tile
+constexpr int kTile = 64;      // query rows and key rows per tile
+// Shared-memory rows are padded by 16 bytes so the 8 row addresses of one ldmatrix fall in
+// different banks (an unpadded 128- or 256-byte row puts them all in one).
+constexpr int kPad = 8;
+constexpr int kMaskStride = 72;  // bytes per row of the dropout keep mask (also bank-skewed)
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int D>
+constexpr int kRowStride = D + kPad;
+template <int D>
+constexpr int kTileElements = kTile* kRowStride<D>;
+
+// Launch parameters of every fused attention kernel. Tensor pointers point at the first head's
+// column of row 0; strides are in elements between consecutive rows.
+struct Params {
+  const void* q;
+  const void* k;
+  const void* v;
+  int64_t q_stride, k_stride, v_stride;
+  const int32_t* kv_lengths;  // [batch]
+  void* out;                  // [batch * q_len, out_stride]: written by forward, read by backward
+  int64_t out_stride;
+  float* lse;  // [batch, heads, q_len]
+  const void* d_out;
+  int64_t d_out_stride;
+  float* delta;  // [batch, heads, q_len]: rowsum(d_out * out), backward scratch
+  void* dq;
+  void* dk;
+  void* dv;
+  int64_t dq_stride, dk_stride, dv_stride;
+  int batch, heads, q_len, kv_len;
+  bool causal;
+  bool vector_io;  // every pointer and stride allows 16-byte accesses
+  float dropout_p, keep_scale;
+  float scale, scale_log2;  // 1/sqrt(dh), and times log2(e) for exp2
+  RngKey key;
+};
+
+__device__ __forceinline__ int clamped_length(const Params& p, int b) {
+  const int given = p.kv_lengths[b];
+  return given < 0 ? 0 : (given > p.kv_len ? p.kv_len : given);
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Two neighbouring elements as one 4-byte value, and their conversion to float.
+template <typename T>
+struct Vec2;
+template <>
+struct Vec2<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+};
+template <>
+struct Vec2<__half> {
+  using type = __half2;
+};
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) {
+  return __bfloat1622float2(v);
+}
+__device__ __forceinline__ float2 to_float2(__half2 v) {
+  return __half22float2(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T zero_value() {
+  return T(0.0f);
+}
+
+// c += a * b for a 16x16 A tile and a 16x8 B tile.
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1);
+template <>
+__device__ __forceinline__ void mma<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
+                                                   uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                            uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, register i receives
+// matrix i's (row lane/4, cols 2*(lane%4)..+1), or with .trans its (rows 2*(lane%4)..+1, col
+// lane/4).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+
+// Addresses for ldmatrix_x4 over a row-major [rows][kRowStride] tile. A fragment of the 16x16
+// block at (row0, col0):
+template <int D, typename T>
+__device__ __forceinline__ const T* a_rows(const T* tile, int row0, int col0, int lane) {
+  return tile + (row0 + (lane % 16)) * kRowStride<D> + col0 + (lane / 16) * 8;
+}
+// B fragments of two n8 tiles when the tile is stored [n][k] (rows n0..n0+15, k from col0): b0, b1
+// of tile n0 in r[0], r[1], of tile n0+8 in r[2], r[3], with plain ldmatrix. With ldmatrix .trans
+// the same addresses give the A fragment of the 16x16 block whose transpose is stored at (n0,
+// col0).
+template <int D, typename T>
+__device__ __forceinline__ const T* b_rows_nk(const T* tile, int n0, int col0, int lane) {
+  return tile + (n0 + (lane % 8) + (lane / 16) * 8) * kRowStride<D> + col0 + ((lane / 8) % 2) * 8;
+}
+// B fragments of two n8 tiles when the tile is stored [k][n] (k rows k0..k0+15, n from n0), with
+// ldmatrix .trans.
+template <int D, typename T>
+__device__ __forceinline__ const T* b_rows_kn(const T* tile, int k0, int n0, int lane) {
+  return tile + (k0 + (lane % 8) + ((lane / 8) % 2) * 8) * kRowStride<D> + n0 + (lane / 16) * 8;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  // src-size 0 writes 16 zero bytes and reads nothing.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(smem)),
+               "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Copies rows [0, valid_rows) of a [kTile, D] tile (global rows `stride` elements apart) into
+// shared memory and zeroes the rest, so rows past a length (padding, which may hold anything, even
+// NaN) never reach an MMA. Vectorised: cp.async, completed by cp_async_wait + a barrier; otherwise
+// plain element copies, complete at the barrier.
+template <typename T, int D>
+__device__ __forceinline__ void load_tile(T* smem, const T* gmem, int64_t stride, int valid_rows,
+                                          bool vectorized) {
+  if (vectorized) {
+    constexpr int kChunksPerRow = D * static_cast<int>(sizeof(T)) / 16;
+#pragma unroll
+    for (int i = 0; i < kTile * kChunksPerRow / kThreads; ++i) {
+      const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+      const bool valid = row < valid_rows;
+      cp_async16(smem + row * kRowStride<D> + col, valid ? gmem + row * stride + col : gmem, valid);
+    }
+  } else {
+    for (int e = threadIdx.x; e < kTile * D; e += kThreads) {
+      const int row = e / D, col = e % D;
+      smem[row * kRowStride<D> + col] =
+          row < valid_rows ? gmem[row * stride + col] : zero_value<T>();
+    }
+  }
+}
+
+// Writes rows [0, rows) of a [16, D] warp tile from shared memory to global memory; called by
+// one warp after __syncwarp.
+template <typename T, int D>
+__device__ __forceinline__ void store_warp_rows(T* gmem, int64_t stride, const T* smem, int rows,
+                                                bool vectorized, int lane) {
+  if (vectorized) {
+    constexpr int kChunksPerRow = D * static_cast<int>(sizeof(T)) / 16;
+#pragma unroll
+    for (int i = 0; i < 16 * kChunksPerRow / 32; ++i) {
+      const int c = lane + i * 32;
+      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+      if (row < rows)
+        *reinterpret_cast<uint4*>(gmem + row * stride + col) =
+            *reinterpret_cast<const uint4*>(smem + row * kRowStride<D> + col);
+    }
+  } else {
+    for (int e = lane; e < 16 * D; e += 32) {
+      const int row = e / D, col = e % D;
+      if (row < rows) gmem[row * stride + col] = smem[row * kRowStride<D> + col];
+    }
+  }
+}
+
+// Accumulator tiles [D/8][4] of a warp's 16 rows (times `factor`) into its smem rows, as T.
+template <typename T, int D>
+__device__ __forceinline__ void stage_accumulators(T* smem_rows, const float (&acc)[D / 8][4],
+                                                   float factor, int lane) {
+  const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    const int col = n * 8 + 2 * t4;
+    *reinterpret_cast<uint32_t*>(smem_rows + g * kRowStride<D> + col) =
+        pack2<T>(acc[n][0] * factor, acc[n][1] * factor);
+    *reinterpret_cast<uint32_t*>(smem_rows + (g + 8) * kRowStride<D> + col) =
+        pack2<T>(acc[n][2] * factor, acc[n][3] * factor);
+  }
+}
+
+// Zeroes rows [0, rows) of a [rows, D] block (head columns only); called by the whole block.
+template <typename T, int D>
+__device__ __forceinline__ void zero_rows(T* gmem, int64_t stride, int rows) {
+  for (int e = threadIdx.x; e < rows * D; e += kThreads)
+    gmem[static_cast<int64_t>(e / D) * stride + e % D] = zero_value<T>();
+}
+
+// The Philox draw of element block `block` of a stream: the same call as rng_uniform (philox.h).
+__device__ __forceinline__ Philox4 philox_block(const RngKey& key, uint64_t block) {
+  return philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                    key.tensor_id ^ static_cast<uint32_t>(key.step >> 32) * 0x9E3779B9u,
+                    static_cast<uint32_t>(key.step), static_cast<uint32_t>(key.seed),
+                    static_cast<uint32_t>(key.seed >> 32));
+}
+
+// keep[r * kMaskStride + c] = dropout_keep(key, first + r * row_step + c, p) for the kTile x kTile
+// tile whose element (0, 0) is `first` (rows row_step apart). The whole block cooperates, four
+// elements per Philox call as rng_uniform draws them; a barrier must follow before use.
+__device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& key, float p,
+                                                  uint64_t first, uint64_t row_step) {
+  constexpr int kBlocksPerRow = kTile / 4 + 1;  // a row of 64 may straddle 17 blocks of 4
+  for (int w = threadIdx.x; w < kTile * kBlocksPerRow; w += kThreads) {
+    const int r = w / kBlocksPerRow;
+    const uint64_t row_first = first + r * row_step;
+    const uint64_t block = (row_first >> 2) + w % kBlocksPerRow;
+    if (block * 4 >= row_first + kTile) continue;
+    const Philox4 draw = philox_block(key, block);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint64_t e = block * 4 + j;
+      if (e >= row_first && e < row_first + kTile)
+        keep[r * kMaskStride + static_cast<int>(e - row_first)] =
+            static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f) >= p;
+    }
+  }
+}
+
+}  // namespace nmt::cuda::flash

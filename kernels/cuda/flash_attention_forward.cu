@@ -1,0 +1,276 @@
+// Fused attention forward on the GPU: one block of 4 warps per (query tile, sentence, head); a
+// warp owns kRowTiles x 16 queries, so each K or V fragment read from shared memory feeds kRowTiles
+// MMAs (2 for long sequences: shared-memory bandwidth, not the tensor cores, bounds mma.sync with
+// 16 rows per warp; 1 when q_len <= 64, where a 128-row tile would be half empty). The Q tile
+// stays in registers as MMA fragments; K and V tiles of 64 keys stream through a two-stage
+// cp.async pipeline; scores live only in registers, with an online softmax (running row max and
+// sum, the output rescaled when the max grows). Key tiles past the sentence's length, or past the
+// diagonal when causal, are never loaded. Writes out and the log-sum-exp of each query.
+#include <cmath>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/flash_attention_common.cuh"
+#include "kernels/cuda/flash_attention_launch.cuh"
+#include "kernels/cuda/stream.h"
+
+namespace nmt::cuda::flash {
+namespace {
+
+template <typename T, int D, int kRowTiles>
+__global__ void __launch_bounds__(kThreads) forward_kernel(const Params p) {
+  constexpr int kRows = kRowTiles * kTile;  // queries per block
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_q = reinterpret_cast<T*>(smem);                                       // kRows rows
+  T* s_k = s_q + kRowTiles * kTileElements<D>;                               // two stages
+  T* s_v = s_k + 2 * kTileElements<D>;                                       // two stages
+  uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_v + 2 * kTileElements<D>);  // [kRows][kMaskStride]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
+  // Last tiles first: with a causal mask they have the most keys, and start before the short ones.
+  const int m0 = (gridDim.y - 1 - blockIdx.y) * kRows;
+  const int length = clamped_length(p, b);
+  // Keys [0, key_end) are visible to some query of the tile.
+  const int key_end = p.causal ? min(length, m0 + kRows) : length;
+  const int key_tiles = (key_end + kTile - 1) / kTile;
+  const int q_rows = min(kRows, p.q_len - m0);
+  T* out = static_cast<T*>(p.out) + (static_cast<int64_t>(b) * p.q_len + m0) * p.out_stride + h * D;
+  float* lse = p.lse + static_cast<int64_t>(bh) * p.q_len + m0;
+
+  if (key_tiles == 0) {  // every key masked for the whole tile: out 0, lse -inf
+    zero_rows<T, D>(out, p.out_stride, q_rows);
+    for (int r = threadIdx.x; r < q_rows; r += kThreads) lse[r] = -INFINITY;
+    return;
+  }
+  const T* q =
+      static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + m0) * p.q_stride + h * D;
+  const T* k = static_cast<const T*>(p.k) + static_cast<int64_t>(b) * p.kv_len * p.k_stride + h * D;
+  const T* v = static_cast<const T*>(p.v) + static_cast<int64_t>(b) * p.kv_len * p.v_stride + h * D;
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+    load_tile<T, D>(s_q + rt * kTileElements<D>, q + rt * kTile * p.q_stride, p.q_stride,
+                    q_rows - rt * kTile, p.vector_io);
+  load_tile<T, D>(s_k, k, p.k_stride, min(kTile, length), p.vector_io);
+  load_tile<T, D>(s_v, v, p.v_stride, min(kTile, length), p.vector_io);
+  cp_async_commit();
+
+  const bool dropout = p.dropout_p > 0.0f;
+  const int warp_row0 = warp * 16 * kRowTiles;  // first query of the warp, relative to m0
+  uint32_t q_frag[kRowTiles][D / 16][4];
+  float o[kRowTiles][D / 8][4] = {};
+  // Per row tile, rows g and g + 8: running max and this thread's share of the sum (the 4
+  // threads of a row add their shares at the end).
+  float row_max[kRowTiles][2], row_sum[kRowTiles][2] = {};
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt) row_max[mt][0] = row_max[mt][1] = -INFINITY;
+
+  for (int j = 0; j < key_tiles; ++j) {
+    const int stage = j % 2, n0 = j * kTile;
+    if (j + 1 < key_tiles) {  // prefetch the next K, V tile into the other stage
+      const int n1 = n0 + kTile;
+      load_tile<T, D>(s_k + (1 - stage) * kTileElements<D>, k + n1 * p.k_stride, p.k_stride,
+                      min(kTile, length - n1), p.vector_io);
+      load_tile<T, D>(s_v + (1 - stage) * kTileElements<D>, v + n1 * p.v_stride, p.v_stride,
+                      min(kTile, length - n1), p.vector_io);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    if (dropout)
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt)
+        fill_dropout_tile(s_keep + rt * kTile * kMaskStride, p.key, p.dropout_p,
+                          (static_cast<uint64_t>(bh) * p.q_len + m0 + rt * kTile) * p.kv_len + n0,
+                          p.kv_len);
+    __syncthreads();
+    if (j == 0) {
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          ldmatrix_x4(q_frag[mt][kk], a_rows<D>(s_q, warp_row0 + mt * 16, kk * 16, lane));
+    }
+    const T* tile_k = s_k + stage * kTileElements<D>;
+    const T* tile_v = s_v + stage * kTileElements<D>;
+
+    // s = q kᵀ for the warp's queries and the tile's 64 keys.
+    float s[kRowTiles][8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t bf[4];
+        ldmatrix_x4(bf, b_rows_nk<D>(tile_k, np * 16, kk * 16, lane));
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          mma<T>(s[mt][2 * np], q_frag[mt][kk], bf[0], bf[1]);
+          mma<T>(s[mt][2 * np + 1], q_frag[mt][kk], bf[2], bf[3]);
+        }
+      }
+    // Masks only where the tile crosses the length or (for this warp) the diagonal.
+    if (n0 + kTile > length || (p.causal && n0 + kTile - 1 > m0 + warp_row0)) {
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = n0 + nt * 8 + 2 * t4 + (e & 1);
+            const int query = m0 + warp_row0 + mt * 16 + g + (e / 2) * 8;
+            if (key >= length || (p.causal && key > query)) s[mt][nt][e] = -INFINITY;
+          }
+    }
+    // Online softmax in base 2: p = 2^(s * scale * log2e - max * scale * log2e).
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+          tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        const float new_max = fmaxf(row_max[mt][r], tile_max);
+        // A row with nothing visible yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN.
+        const float base = new_max == -INFINITY ? 0.0f : new_max * p.scale_log2;
+        const float alpha = fast_exp2(row_max[mt][r] * p.scale_log2 - base);
+        row_max[mt][r] = new_max;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const float e = fast_exp2(fmaf(s[mt][nt][2 * r + c], p.scale_log2, -base));
+            s[mt][nt][2 * r + c] = e;
+            sum += e;
+          }
+        row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+          o[mt][dt][2 * r] *= alpha;
+          o[mt][dt][2 * r + 1] *= alpha;
+        }
+      }
+    // Dropout after the sum: the softmax is normalised before dropout. 1/(1-p) comes at the end.
+    if (dropout) {
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = warp_row0 + mt * 16 + g + (e / 2) * 8, c = nt * 8 + 2 * t4 + (e & 1);
+            if (!s_keep[r * kMaskStride + c]) s[mt][nt][e] = 0.0f;
+          }
+    }
+    // o += p v: the accumulators of key tiles 2kk, 2kk+1 are the A fragment of keys 16kk..16kk+15.
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t a[kRowTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt) {
+        a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t bf[4];
+        ldmatrix_x4_trans(bf, b_rows_kn<D>(tile_v, kk * 16, dp * 16, lane));
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          mma<T>(o[mt][2 * dp], a[mt], bf[0], bf[1]);
+          mma<T>(o[mt][2 * dp + 1], a[mt], bf[2], bf[3]);
+        }
+      }
+    }
+    __syncthreads();  // the next iteration's prefetch overwrites this stage
+  }
+
+  // Normalise, stage the warp's rows in its (no longer read) rows of s_q, write 16-byte chunks.
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+    float lse_rows[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = row_sum[mt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float factor = sum > 0.0f ? p.keep_scale / sum : 0.0f;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[mt][dt][2 * r] *= factor;
+        o[mt][dt][2 * r + 1] *= factor;
+      }
+      lse_rows[r] = sum > 0.0f ? row_max[mt][r] * p.scale + logf(sum) : -INFINITY;
+    }
+    const int row0 = warp_row0 + mt * 16;  // relative to m0
+    T* staged = s_q + row0 * kRowStride<D>;
+    stage_accumulators<T, D>(staged, o[mt], 1.0f, lane);
+    __syncwarp();
+    const int rows = min(16, q_rows - row0);
+    if (rows > 0)
+      store_warp_rows<T, D>(out + static_cast<int64_t>(row0) * p.out_stride, p.out_stride, staged,
+                            rows, p.vector_io, lane);
+    if (t4 == 0) {
+      if (g < rows) lse[row0 + g] = lse_rows[0];
+      if (g + 8 < rows) lse[row0 + g + 8] = lse_rows[1];
+    }
+  }
+}
+
+template <typename T, int D, int kRowTiles>
+void launch_forward(const Params& p, cudaStream_t stream) {
+  const size_t smem =
+      (kRowTiles + 4) * kTileElements<D> * sizeof(T) + kRowTiles * kTile * kMaskStride;
+  static const bool configured = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(forward_kernel<T, D, kRowTiles>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>(p.batch * p.heads),
+                  static_cast<unsigned>((p.q_len + kRowTiles * kTile - 1) / (kRowTiles * kTile)));
+  forward_kernel<T, D, kRowTiles><<<grid, kThreads, smem, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+}  // namespace nmt::cuda::flash
+
+namespace nmt::cuda {
+
+bool fused_attention_supported(DType dtype, int64_t head_dim) {
+  return (dtype == DType::bf16 || dtype == DType::f16) && (head_dim == 64 || head_dim == 128);
+}
+
+void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
+                             Tensor& lse, const AttentionShape& shape, float dropout_p,
+                             const RngKey& key) {
+  constexpr const char* op = "fused_attention_forward";
+  flash::require_supported(op, in.q.dtype, shape);
+  if (shape.batch == 0 || shape.q_len == 0) return;
+  flash::Params p = flash::make_params(in, kv_lengths, shape, dropout_p, key);
+  p.out = out.data;
+  p.out_stride = out.dim(1);
+  p.lse = static_cast<float*>(lse.data);
+  p.vector_io = p.vector_io && flash::aligned16(out.data, out.dim(1), 0, out.dtype);
+  cudaStream_t stream = current_stream();
+  flash::dispatch(in.q.dtype, shape.head_dim, [&](auto type_tag, auto dim_tag) {
+    using T = typename decltype(type_tag)::type;
+    constexpr int D = decltype(dim_tag)::value;
+    // Two 16-row MMA tiles per warp (128-query blocks) for long queries with D = 64; D = 128
+    // would spill its accumulators, and q_len <= 64 would leave half the block empty.
+    if constexpr (D == 64) {
+      if (shape.q_len > flash::kTile) return flash::launch_forward<T, D, 2>(p, stream);
+    }
+    flash::launch_forward<T, D, 1>(p, stream);
+  });
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,94 @@
+// Host-side helpers of the fused attention kernels: the supported-configuration check, launch
+// parameters from the public operands, 16-byte alignment tests and the (dtype, head_dim) switch
+// that turns runtime values into template arguments. Included by kernels/cuda/flash_attention_*.cu.
+#pragma once
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/flash_attention_common.cuh"
+
+namespace nmt::cuda::flash {
+
+inline void require_supported(const char* op, DType dtype, const AttentionShape& shape) {
+  if (!fused_attention_supported(dtype, shape.head_dim))
+    throw std::invalid_argument(std::string(op) + ": the CUDA kernel takes bf16 or f16 with " +
+                                "head_dim 64 or 128, got " + dtype_name(dtype) + " head_dim " +
+                                std::to_string(shape.head_dim));
+  if (shape.q_len > INT_MAX / 2 || shape.kv_len > INT_MAX / 2 ||
+      shape.batch * shape.heads > INT_MAX || (shape.q_len + kTile - 1) / kTile > 65535)
+    throw std::invalid_argument(std::string(op) + ": AttentionShape too large for the CUDA kernel");
+}
+
+// Whether the element at column `col` of a row-major matrix with `stride` elements per row starts
+// a 16-byte aligned access in every row.
+inline bool aligned16(const void* data, int64_t stride, int64_t col, DType dtype) {
+  const size_t es = dtype_size(dtype);
+  return (reinterpret_cast<uintptr_t>(data) + static_cast<size_t>(col) * es) % 16 == 0 &&
+         (static_cast<size_t>(stride) * es) % 16 == 0;
+}
+
+inline const void* column(const Tensor& t, int64_t col) {
+  return static_cast<const char*>(t.data) + static_cast<size_t>(col) * dtype_size(t.dtype);
+}
+
+// The parameters every kernel reads: q, k, v, lengths, the shape, dropout and the scales.
+inline Params make_params(const AttentionOperands& in, const Tensor& kv_lengths,
+                          const AttentionShape& shape, float dropout_p, const RngKey& key) {
+  Params p{};
+  p.q = column(in.q, in.q_col);
+  p.k = column(in.k, in.k_col);
+  p.v = column(in.v, in.v_col);
+  p.q_stride = in.q.dim(1);
+  p.k_stride = in.k.dim(1);
+  p.v_stride = in.v.dim(1);
+  p.kv_lengths = static_cast<const int32_t*>(kv_lengths.data);
+  p.batch = static_cast<int>(shape.batch);
+  p.heads = static_cast<int>(shape.heads);
+  p.q_len = static_cast<int>(shape.q_len);
+  p.kv_len = static_cast<int>(shape.kv_len);
+  p.causal = shape.causal;
+  p.vector_io = aligned16(in.q.data, in.q.dim(1), in.q_col, in.q.dtype) &&
+                aligned16(in.k.data, in.k.dim(1), in.k_col, in.k.dtype) &&
+                aligned16(in.v.data, in.v.dim(1), in.v_col, in.v.dtype);
+  p.dropout_p = dropout_p;
+  p.keep_scale = dropout_p > 0.0f ? 1.0f / (1.0f - dropout_p) : 1.0f;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  p.scale_log2 = p.scale * kLog2e;
+  p.key = key;
+  return p;
+}
+
+// Calls f(TypeTag<T>{}, std::integral_constant<int, D>{}) for a supported (dtype, head_dim).
+template <typename F>
+void dispatch(DType dtype, int64_t head_dim, F&& f) {
+  auto with_dim = [&](auto tag) {
+    if (head_dim == 64)
+      f(tag, std::integral_constant<int, 64>{});
+    else
+      f(tag, std::integral_constant<int, 128>{});
+  };
+  if (dtype == DType::bf16)
+    with_dim(TypeTag<__nv_bfloat16>{});
+  else
+    with_dim(TypeTag<__half>{});
+}
+
+// Grid of the per-tile kernels: x the (sentence, head) pair, y the tile (at most 65535 tiles).
+inline dim3 tile_grid(const Params& p, int64_t rows) {
+  return dim3(static_cast<unsigned>(p.batch * p.heads),
+              static_cast<unsigned>((rows + kTile - 1) / kTile));
+}
+
+// rowsum(d_out * out) per query and head, into p.delta (flash_attention_backward.cu).
+void launch_backward_delta(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
+// dQ for every query tile, looping over key tiles (flash_attention_backward_dq.cu).
+void launch_backward_dq(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
+
+}  // namespace nmt::cuda::flash

@@ -1,0 +1,335 @@
+// CUDA fused attention against the CPU fp32 reference, judged by the error of the unfused CUDA
+// attention in the same precision (outputs within 2x, gradients within 3x, plus a small floor):
+// lengths 1..512 that are not multiples of the tile, ragged and empty sentences, causal and cross
+// attention, dropout, head_dim 64 and 128, bf16 and f16, fused-KV, fused-QKV and unaligned
+// layouts.
+// Also: padded keys holding NaN are never read, and backward is bit-for-bit deterministic.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/fused_attention.h"
+#include "test/cuda/gpu_test_util.h"
+#include "test/support/catch.h"
+
+namespace nmt::test {
+namespace {
+
+const RngKey kKey{4242, 77, 9};
+
+struct Case {
+  AttentionShape shape;
+  std::vector<int32_t> lengths;  // [batch]
+};
+
+std::vector<Case> cases() {
+  auto shape = [](int64_t b, int64_t t, int64_t s, int64_t h, int64_t d, bool causal) {
+    return AttentionShape{b, t, s, h, d, causal};
+  };
+  return {
+      {shape(1, 1, 1, 1, 64, false), {1}},
+      {shape(2, 7, 33, 2, 64, false), {33, 5}},       // cross-attention, ragged
+      {shape(3, 65, 65, 2, 64, true), {65, 20, 0}},   // causal, an empty sentence
+      {shape(2, 64, 64, 8, 64, true), {64, 50}},      // the NMT tile
+      {shape(2, 100, 129, 2, 64, false), {129, 64}},  // several key tiles, separate dQ
+      {shape(2, 129, 100, 1, 64, true), {100, 1}},    // causal with T > S, one key
+      {shape(1, 257, 257, 2, 64, true), {200}},       //
+      {shape(2, 33, 512, 1, 64, false), {512, 300}},  // long keys
+      {shape(1, 512, 512, 1, 64, true), {512}},       //
+      {shape(2, 1, 100, 2, 64, false), {100, 37}},    // a decoding step
+      {shape(2, 65, 65, 2, 128, true), {65, 30}},     // head_dim 128
+      {shape(1, 200, 300, 2, 128, false), {257}},     //
+      {shape(2, 33, 17, 1, 128, false), {17, 0}},     //
+  };
+}
+
+enum class Layout { fused_kv, fused_qkv, unaligned };
+
+const char* layout_name(Layout l) {
+  return l == Layout::fused_kv ? "fused kv" : (l == Layout::fused_qkv ? "fused qkv" : "unaligned");
+}
+
+struct Dense {
+  std::vector<float> q, k, v;
+};
+
+// Where each operand lives: q in a [q_rows, q_total] matrix at q_col, k and v in [kv_rows,
+// kv_total] matrix; q shares that matrix in the fused QKV layout.
+struct Placement {
+  Layout layout;
+  int64_t width, q_rows, kv_rows, q_total, kv_total, q_col, k_col, v_col;
+  Placement(Layout l, const AttentionShape& s)
+      : layout(l),
+        width(s.heads * s.head_dim),
+        q_rows(s.batch * s.q_len),
+        kv_rows(s.batch * s.kv_len) {
+    if (l == Layout::fused_kv) {  // q dense, k and v from one [rows, 2 * width] buffer
+      q_total = width;
+      kv_total = 2 * width;
+      q_col = k_col = 0, v_col = width;
+    } else if (l == Layout::fused_qkv) {  // one [rows, 3 * width] buffer (needs q_len == kv_len)
+      q_total = kv_total = 3 * width;
+      q_col = 0, k_col = width, v_col = 2 * width;
+    } else {  // odd row strides and column offsets: the scalar (non-16-byte) path
+      q_total = width + 1;
+      kv_total = 2 * width + 1;
+      q_col = 1, k_col = 0, v_col = width + 1;
+    }
+  }
+  bool one_buffer() const { return layout == Layout::fused_qkv; }
+};
+
+void place(const std::vector<float>& dense, int64_t rows, int64_t width, std::vector<float>& wide,
+           int64_t total, int64_t col) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) wide[r * total + col + c] = dense[r * width + c];
+}
+
+std::vector<float> take(const std::vector<float>& wide, int64_t rows, int64_t width, int64_t total,
+                        int64_t col) {
+  std::vector<float> dense(rows * width);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) dense[r * width + c] = wide[r * total + col + c];
+  return dense;
+}
+
+// Every element outside the heads' columns is still NaN (the poison the buffer started with).
+bool only_heads_written(const std::vector<float>& wide, int64_t rows, int64_t total,
+                        std::vector<int64_t> cols, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < total; ++c) {
+      bool inside = false;
+      for (int64_t col : cols) inside = inside || (c >= col && c < col + width);
+      if (!inside && !std::isnan(wide[r * total + c])) return false;
+    }
+  return true;
+}
+
+// check_close (gradients within 3x the unfused kernel's error), but first passes an error within
+// an absolute floor of a few units in the last place of the dtype. Why: backward's delta =
+// rowsum(dO * O) uses the stored, rounded output (as flash-attention does), so where the exact dS
+// is 0 (a query with one visible key, whose P is 1) the fused gradient keeps a rounding residue
+// that the unfused kernel, summing P * dP in f32, does not have. The floor: an RMS of eps / 4 per
+// element and a largest error of 8 eps, eps = 2^-8 (bf16) or 2^-11 (f16).
+void check_gradient_close(const std::string& what, DType dtype, const std::vector<float>& gpu,
+                          const std::vector<float>& ref, const std::vector<float>& baseline) {
+  const double eps = dtype == DType::bf16 ? 1.0 / 256 : 1.0 / 2048;
+  double l2 = 0, max_abs = 0;
+  bool finite = true;
+  for (size_t i = 0; i < gpu.size() && i < ref.size(); ++i) {
+    const double d = static_cast<double>(gpu[i]) - ref[i];
+    finite = finite && std::isfinite(d);
+    l2 += d * d;
+    max_abs = std::max(max_abs, std::fabs(d));
+  }
+  l2 = std::sqrt(l2);
+  const bool within_floor = gpu.size() == ref.size() && finite &&
+                            l2 <= 0.25 * eps * std::sqrt(static_cast<double>(gpu.size())) &&
+                            max_abs <= 8 * eps;
+  if (!within_floor) check_close(what, dtype, gpu, ref, baseline, 3.0);
+}
+
+struct FusedResult {
+  std::vector<float> out, lse, dq, dk, dv;
+  bool untouched = true;
+};
+
+// Runs the fused op on the GPU in `dtype` with the operands placed per `layout`.
+FusedResult run_fused(const Dense& in, const std::vector<float>& d_out, const Case& c, DType dtype,
+                      float p, Layout layout) {
+  const AttentionShape& s = c.shape;
+  const Placement at(layout, s);
+  std::vector<float> wide_q(at.q_rows * at.q_total, NAN), wide_kv(at.kv_rows * at.kv_total, NAN);
+  std::vector<float>& q_home = at.one_buffer() ? wide_kv : wide_q;
+  place(in.q, at.q_rows, at.width, q_home, at.q_total, at.q_col);
+  place(in.k, at.kv_rows, at.width, wide_kv, at.kv_total, at.k_col);
+  place(in.v, at.kv_rows, at.width, wide_kv, at.kv_total, at.v_col);
+  GpuTensor g_q = upload(wide_q, {at.q_rows, at.q_total}, dtype),
+            g_kv = upload(wide_kv, {at.kv_rows, at.kv_total}, dtype),
+            g_len = upload_i32(c.lengths, {s.batch}),
+            g_do = upload(d_out, {at.q_rows, at.width}, dtype);
+  const Tensor& q_view = at.one_buffer() ? g_kv.view : g_q.view;
+  AttentionOperands operands{q_view, g_kv.view, g_kv.view, at.q_col, at.k_col, at.v_col};
+  GpuTensor g_out = gpu_poisoned({at.q_rows, at.width}, dtype),
+            g_lse = gpu_poisoned({s.batch, s.heads, s.q_len}, DType::f32);
+  fused_attention_forward(operands, g_len.view, g_out.view, g_lse.view, s, p, kKey);
+
+  GpuTensor g_dq = gpu_poisoned({at.q_rows, at.q_total}, dtype),
+            g_dkv = gpu_poisoned({at.kv_rows, at.kv_total}, dtype);
+  const Tensor& dq_view = at.one_buffer() ? g_dkv.view : g_dq.view;
+  AttentionOperands grads{dq_view, g_dkv.view, g_dkv.view, at.q_col, at.k_col, at.v_col};
+  fused_attention_backward(g_do.view, operands, g_out.view, g_lse.view, g_len.view, grads, s, p,
+                           kKey);
+  FusedResult r;
+  r.out = download(g_out.view);
+  r.lse = download(g_lse.view);
+  const std::vector<float> wide_dkv = download(g_dkv.view);
+  const std::vector<float> wide_dq = at.one_buffer() ? wide_dkv : download(g_dq.view);
+  r.dq = take(wide_dq, at.q_rows, at.width, at.q_total, at.q_col);
+  r.dk = take(wide_dkv, at.kv_rows, at.width, at.kv_total, at.k_col);
+  r.dv = take(wide_dkv, at.kv_rows, at.width, at.kv_total, at.v_col);
+  if (!at.one_buffer())
+    r.untouched = only_heads_written(wide_dq, at.q_rows, at.q_total, {at.q_col}, at.width);
+  const std::vector<int64_t> kv_cols = at.one_buffer()
+                                           ? std::vector<int64_t>{at.q_col, at.k_col, at.v_col}
+                                           : std::vector<int64_t>{at.k_col, at.v_col};
+  r.untouched =
+      r.untouched && only_heads_written(wide_dkv, at.kv_rows, at.kv_total, kv_cols, at.width);
+  return r;
+}
+
+struct Unfused {
+  std::vector<float> out, dq, dk, dv;
+};
+
+// The unfused attention (kernels/attention.h) on the CPU in f32, or on the GPU in `dtype`.
+Unfused run_unfused(const Dense& in, const std::vector<float>& d_out, const Case& c, DType dtype,
+                    float p, Device device) {
+  const AttentionShape& s = c.shape;
+  const int64_t width = s.heads * s.head_dim, q_rows = s.batch * s.q_len,
+                kv_rows = s.batch * s.kv_len;
+  Unfused r;
+  if (device == Device::cpu) {
+    Dense x = in;
+    std::vector<float> dout = d_out, probs(s.batch * s.heads * s.q_len * s.kv_len);
+    std::vector<int32_t> lengths = c.lengths;
+    r.out.resize(q_rows * width);
+    r.dq.resize(q_rows * width);
+    r.dk.resize(kv_rows * width);
+    r.dv.resize(kv_rows * width);
+    Tensor out = cpu_view(r.out, {q_rows, width}),
+           pv = cpu_view(probs, {s.batch, s.heads, s.q_len, s.kv_len}),
+           dq = cpu_view(r.dq, {q_rows, width}), dk = cpu_view(r.dk, {kv_rows, width}),
+           dv = cpu_view(r.dv, {kv_rows, width});
+    const Tensor qv = cpu_view(x.q, {q_rows, width}), kv = cpu_view(x.k, {kv_rows, width}),
+                 vv = cpu_view(x.v, {kv_rows, width}), len = cpu_view_i32(lengths, {s.batch});
+    attention_forward(qv, kv, vv, len, out, pv, s, p, kKey);
+    attention_backward(cpu_view(dout, {q_rows, width}), qv, kv, vv, pv, len, dq, dk, dv, s, p,
+                       kKey);
+    return r;
+  }
+  GpuTensor gq = upload(in.q, {q_rows, width}, dtype), gk = upload(in.k, {kv_rows, width}, dtype),
+            gv = upload(in.v, {kv_rows, width}, dtype), gdo = upload(d_out, {q_rows, width}, dtype),
+            glen = upload_i32(c.lengths, {s.batch});
+  GpuTensor gout = gpu_poisoned({q_rows, width}, dtype),
+            gprobs = gpu_poisoned({s.batch, s.heads, s.q_len, s.kv_len}, DType::f32),
+            gdq = gpu_poisoned({q_rows, width}, dtype), gdk = gpu_poisoned({kv_rows, width}, dtype),
+            gdv = gpu_poisoned({kv_rows, width}, dtype);
+  cuda::attention_forward(gq.view, gk.view, gv.view, glen.view, gout.view, gprobs.view, s, p, kKey);
+  cuda::attention_backward(gdo.view, gq.view, gk.view, gv.view, gprobs.view, glen.view, gdq.view,
+                           gdk.view, gdv.view, s, p, kKey);
+  r.out = download(gout.view);
+  r.dq = download(gdq.view);
+  r.dk = download(gdk.view);
+  r.dv = download(gdv.view);
+  return r;
+}
+
+Dense random_inputs(const AttentionShape& s, uint64_t seed, DType dtype) {
+  const int64_t width = s.heads * s.head_dim;
+  return {rounded(random_floats(s.batch * s.q_len * width, seed, -1.5f, 1.5f), dtype),
+          rounded(random_floats(s.batch * s.kv_len * width, seed + 1, -1.5f, 1.5f), dtype),
+          rounded(random_floats(s.batch * s.kv_len * width, seed + 2), dtype)};
+}
+
+// log-sum-exp of the scaled visible scores from the CPU fused op (f32).
+std::vector<float> cpu_lse(const Dense& in, const Case& c, float p) {
+  const AttentionShape& s = c.shape;
+  const int64_t width = s.heads * s.head_dim, q_rows = s.batch * s.q_len,
+                kv_rows = s.batch * s.kv_len;
+  Dense x = in;
+  std::vector<int32_t> lengths = c.lengths;
+  std::vector<float> out(q_rows * width), lse(s.batch * s.heads * s.q_len);
+  Tensor out_view = cpu_view(out, {q_rows, width}),
+         lse_view = cpu_view(lse, {s.batch, s.heads, s.q_len});
+  AttentionOperands operands{cpu_view(x.q, {q_rows, width}), cpu_view(x.k, {kv_rows, width}),
+                             cpu_view(x.v, {kv_rows, width})};
+  fused_attention_forward(operands, cpu_view_i32(lengths, {s.batch}), out_view, lse_view, s, p,
+                          kKey);
+  return lse;
+}
+
+}  // namespace
+
+TEST_CASE("cuda fused attention matches the CPU reference within the unfused kernel's error",
+          "[cuda][fused_attention]") {
+  const std::vector<Case> all = cases();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Case& c = all[i];
+    const AttentionShape& s = c.shape;
+    for (DType dtype : {DType::bf16, DType::f16})
+      for (float p : {0.0f, 0.2f}) {
+        // Alternate the layouts over the cases; fused QKV needs q_len == kv_len.
+        Layout layout = static_cast<Layout>((i + (p > 0 ? 1 : 0)) % 3);
+        if (layout == Layout::fused_qkv && s.q_len != s.kv_len) layout = Layout::fused_kv;
+        INFO("dtype " << dtype_name(dtype) << " batch " << s.batch << " q_len " << s.q_len
+                      << " kv_len " << s.kv_len << " heads " << s.heads << " head_dim "
+                      << s.head_dim << " causal " << s.causal << " dropout " << p << " layout "
+                      << layout_name(layout));
+        const Dense in = random_inputs(s, 1000 + 7 * i, dtype);
+        const std::vector<float> d_out =
+            rounded(random_floats(s.batch * s.q_len * s.heads * s.head_dim, 2000 + i), dtype);
+        const Unfused ref = run_unfused(in, d_out, c, dtype, p, Device::cpu);
+        const Unfused naive = run_unfused(in, d_out, c, dtype, p, Device::cuda);
+        const FusedResult fused = run_fused(in, d_out, c, dtype, p, layout);
+        check_close("out", dtype, fused.out, ref.out, naive.out, 2.0);
+        check_gradient_close("dq", dtype, fused.dq, ref.dq, naive.dq);
+        check_gradient_close("dk", dtype, fused.dk, ref.dk, naive.dk);
+        check_gradient_close("dv", dtype, fused.dv, ref.dv, naive.dv);
+        CHECK(fused.untouched);
+        const std::vector<float> lse = cpu_lse(in, c, p);
+        size_t lse_mismatches = 0, first = 0;
+        for (size_t j = 0; j < lse.size(); ++j) {
+          const bool ok = std::isinf(lse[j]) ? fused.lse[j] == lse[j]
+                                             : std::fabs(fused.lse[j] - lse[j]) <=
+                                                   1e-3f * (1.0f + std::fabs(lse[j]));
+          if (!ok && lse_mismatches++ == 0) first = j;
+        }
+        INFO("lse mismatches " << lse_mismatches << ", first [" << first << "] gpu "
+                               << fused.lse[first] << " cpu " << lse[first]);
+        CHECK(lse_mismatches == 0);
+      }
+  }
+}
+
+TEST_CASE("cuda fused attention never reads padded keys, and backward is deterministic",
+          "[cuda][fused_attention]") {
+  const Case c{{2, 70, 130, 2, 64, false}, {130, 61}};
+  const AttentionShape& s = c.shape;
+  const DType dtype = DType::bf16;
+  const Dense in = random_inputs(s, 77, dtype);
+  Dense poisoned = in;
+  const int64_t width = s.heads * s.head_dim;
+  for (int64_t key = c.lengths[1]; key < s.kv_len; ++key)  // sentence 1's padding rows
+    for (int64_t d = 0; d < width; ++d) {
+      poisoned.k[(s.kv_len + key) * width + d] = NAN;
+      poisoned.v[(s.kv_len + key) * width + d] = NAN;
+    }
+  const std::vector<float> d_out = rounded(random_floats(s.batch * s.q_len * width, 78), dtype);
+  for (Layout layout : {Layout::fused_kv, Layout::unaligned}) {
+    INFO("layout " << layout_name(layout));
+    const FusedResult clean = run_fused(in, d_out, c, dtype, 0.1f, layout);
+    const FusedResult dirty = run_fused(poisoned, d_out, c, dtype, 0.1f, layout);
+    const FusedResult again = run_fused(in, d_out, c, dtype, 0.1f, layout);
+    check_identical("out", clean.out, dirty.out);
+    check_identical("dq", clean.dq, dirty.dq);
+    check_identical("dk", clean.dk, dirty.dk);  // padded keys: zero gradients either way
+    check_identical("dv", clean.dv, dirty.dv);
+    check_identical("dq twice", clean.dq, again.dq);
+    check_identical("dk twice", clean.dk, again.dk);
+    check_identical("dv twice", clean.dv, again.dv);
+  }
+}
+
+TEST_CASE("cuda fused attention reports what it supports", "[cuda][fused_attention]") {
+  CHECK(fused_attention_supported(Device::cuda, DType::bf16, 64));
+  CHECK(fused_attention_supported(Device::cuda, DType::f16, 128));
+  CHECK_FALSE(fused_attention_supported(Device::cuda, DType::f32, 64));
+  CHECK_FALSE(fused_attention_supported(Device::cuda, DType::bf16, 96));
+}
+
+}  // namespace nmt::test
