@@ -1,5 +1,6 @@
-// Beam search: grouping sources to fit the model's plan, the step loop (the decoder re-run over
-// every hypothesis' whole prefix), expansion with a host-side log-softmax, and the finishing rules.
+// Beam search: grouping sources to fit the model's plan, the step loop (one decoder position per
+// hypothesis through a StepDecoder, then a reorder of its caches), expansion with a host-side
+// log-softmax, and the finishing rules.
 #include "engine/decode.h"
 
 #include <algorithm>
@@ -8,8 +9,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/full_prefix_decoder.h"
 #include "engine/host_copy.h"
-#include "kernels/elementwise.h"
+#include "engine/incremental_decoder.h"
 
 namespace nmt {
 
@@ -18,6 +20,7 @@ namespace {
 struct LiveHypothesis {
   std::vector<int32_t> tokens;  // [generated] ids, no bos
   double log_prob = 0;
+  int32_t parent = 0;  // slot of the hypothesis it extends, among the previous step's live ones
 };
 
 struct Candidate {
@@ -86,7 +89,7 @@ void expand(SentenceSearch& s, const float* logits,  // [live, vocab] logits of 
         s.finished.push_back(
             {parent.tokens, c.log_prob, c.log_prob / length_penalty(generated + 1, o.alpha)});
     } else if (static_cast<int64_t>(next.size()) < o.beam) {
-      LiveHypothesis child{parent.tokens, c.log_prob};
+      LiveHypothesis child{parent.tokens, c.log_prob, c.slot};
       child.tokens.push_back(c.token);
       next.push_back(std::move(child));
     }
@@ -137,15 +140,22 @@ int64_t max_target_tokens(const BeamOptions& o, int64_t source_tokens, const Tra
 }
 
 BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
-    : model_(model), options_(options), arena_(Arena::planner(model.device())) {
+    : model_(model), options_(options) {
   validate_beam_options(options);
-  // One slot of encoder output per hypothesis: sentences * beam * source length <= max_rows.
-  int64_t elements = model.max_rows() * model.shape().d_model;
-  Arena planner = Arena::planner(model.device());
-  DType dtype = model.shape().compute_dtype;
-  planner.allocate("decode.memory", dtype, elements);
-  arena_ = Arena(model.device(), planner.used());
-  memory_ = arena_.allocate("decode.memory", dtype, elements);
+  if (options.full_prefix) {
+    decoder_ = std::make_unique<FullPrefixDecoder>(model);
+    return;
+  }
+  // Groups keep sentences * rows_needed <= max_rows, and rows_needed is smallest for one-token
+  // sources: that bounds the hypotheses of a step. Each cache holds max_rows positions, which is
+  // what a group's sentences * beam * max(source, prefix) may reach.
+  int64_t sentences = std::max<int64_t>(1, model.max_rows() / rows_needed(1, 1));
+  IncrementalCapacity capacity;
+  capacity.rows = sentences * options.beam;
+  capacity.source_len = model.max_len();
+  capacity.positions = model.max_len();
+  capacity.cache_rows = model.max_rows();
+  decoder_ = std::make_unique<IncrementalDecoder>(model, capacity);
 }
 
 int64_t BeamSearch::rows_needed(int64_t padded_source, int64_t longest_source) const {
@@ -211,46 +221,27 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search(const Batch& batch) {
 }
 
 std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& batch) {
-  const int64_t sentences = batch.sentences, src_len = batch.src_len, beam = options_.beam;
-  const int64_t d = model_.shape().d_model, vocab = model_.shape().vocab;
+  const int64_t sentences = batch.sentences, beam = options_.beam;
+  const int64_t vocab = model_.shape().vocab;
   Tensor encoded = model_.encode_sources(batch);  // [sentences * src_len, d]
 
-  // Slot j of the a-th active sentence reads its source from memory rows [(a*beam + j)*src_len,
-  // ...): the decoder sees one independent row per hypothesis.
-  Tensor memory = memory_.view({sentences * beam * src_len, d});
-  for (int64_t i = 0; i < sentences; ++i)
-    for (int64_t j = 0; j < beam; ++j) {
-      Tensor dst = memory.rows((i * beam + j) * src_len, (i * beam + j + 1) * src_len);
-      copy_tensor(encoded.rows(i * src_len, (i + 1) * src_len), dst);
-    }
-
   std::vector<SentenceSearch> state(static_cast<size_t>(sentences));
+  int64_t positions = 1;
   for (int64_t i = 0; i < sentences; ++i) {
     state[i].max_new = max_target_tokens(options_, batch.src_lengths[i], model_);
     state[i].live.assign(1, LiveHypothesis{});  // bos alone; the other slots start empty
+    positions = std::max(positions, state[i].max_new + 1);
   }
+  // Row a * beam + j is slot j of the a-th active sentence; empty slots repeat the first
+  // hypothesis (their rows are computed and ignored).
+  decoder_->start(encoded, batch.src_lengths, batch.src_len, beam, positions);
   std::vector<int64_t> active(static_cast<size_t>(sentences));
   std::iota(active.begin(), active.end(), 0);
-  std::vector<int32_t> prefixes, memory_lengths;
+  std::vector<int32_t> tokens(static_cast<size_t>(sentences * beam), kBosId), parents;
   std::vector<float> host_logits;
 
-  for (int64_t prefix_len = 1; !active.empty(); ++prefix_len) {
-    auto rows = static_cast<int64_t>(active.size()) * beam;
-    prefixes.assign(static_cast<size_t>(rows * prefix_len), kPadId);
-    memory_lengths.resize(static_cast<size_t>(rows));
-    for (size_t a = 0; a < active.size(); ++a) {
-      const SentenceSearch& s = state[active[a]];
-      for (int64_t j = 0; j < beam; ++j) {
-        // Empty slots repeat the first hypothesis: their rows are computed and ignored.
-        const LiveHypothesis& h = s.live[static_cast<size_t>(j) < s.live.size() ? j : 0];
-        int64_t row = static_cast<int64_t>(a) * beam + j;
-        prefixes[row * prefix_len] = kBosId;
-        std::copy(h.tokens.begin(), h.tokens.end(), prefixes.begin() + row * prefix_len + 1);
-        memory_lengths[row] = batch.src_lengths[active[a]];
-      }
-    }
-    Tensor logits = model_.decode_last_logits(memory_.view({rows * src_len, d}), memory_lengths,
-                                              src_len, prefixes, rows, prefix_len);
+  for (int64_t position = 0; !active.empty(); ++position) {
+    Tensor logits = decoder_->step(tokens, position);
     copy_to_host_f32(logits, host_logits);  // [rows, vocab]
 
     // Sentences expand independently, and on the GPU the host-side log-softmax and top-k over
@@ -268,18 +259,23 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
         done[a] = settled(s, options_) ? 1 : 0;
       }
     }
+    // The surviving sentences keep their order (finished ones drop out); each new row continues
+    // its parent's row, whose cached positions the decoder gathers.
     std::vector<int64_t> still_active;
+    tokens.clear();
+    parents.clear();
     for (int64_t a = 0; a < live_sentences; ++a) {
       if (done[a]) continue;
-      // Compact: the sentence's memory block moves down to its new position (never overlapping).
-      auto to = static_cast<int64_t>(still_active.size());
-      if (to != a) {
-        Tensor dst = memory.rows(to * beam * src_len, (to + 1) * beam * src_len);
-        copy_tensor(memory.rows(a * beam * src_len, (a + 1) * beam * src_len), dst);
+      const SentenceSearch& s = state[active[a]];
+      for (int64_t j = 0; j < beam; ++j) {
+        const LiveHypothesis& h = s.live[static_cast<size_t>(j) < s.live.size() ? j : 0];
+        parents.push_back(static_cast<int32_t>(a * beam + h.parent));
+        tokens.push_back(h.tokens.back());
       }
       still_active.push_back(active[a]);
     }
     active = std::move(still_active);
+    if (!active.empty()) decoder_->reorder(parents);
   }
 
   std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(sentences));

@@ -1,12 +1,15 @@
-// Beam search over a Transformer: batched over sentences, GNMT length penalty, per-sentence length
-// limit, finished hypotheses kept until the best one is settled. Algorithm: docs/decoding.md.
+// Beam search over a Transformer: batched over sentences, the encoder once per group, the decoder
+// one position per step with key/value caches (engine/incremental_decoder.h), GNMT length penalty,
+// per-sentence length limit, finished hypotheses kept until the best one is settled. Algorithm:
+// docs/decoding.md.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "data/batch.h"
-#include "engine/arena.h"
+#include "engine/step_decoder.h"
 #include "engine/transformer.h"
 
 namespace nmt {
@@ -16,6 +19,10 @@ struct BeamOptions {
   double alpha = 0.6;      // length penalty exponent; 0 ranks by raw log-probability
   double max_len_a = 1.5;  // a sentence gets at most floor(a * source tokens + b) target tokens
   int64_t max_len_b = 10;
+  // Re-run the decoder over every whole prefix at each step (FullPrefixDecoder) instead of stepping
+  // the key/value-cached IncrementalDecoder: the same results, O(length) times the work; kept for
+  // comparison (bench-decode) and as the reference in tests.
+  bool full_prefix = false;
 };
 
 // Throws std::invalid_argument naming the option when a value is out of range.
@@ -38,7 +45,9 @@ struct Hypothesis {
 class BeamSearch {
  public:
   // The model's plan (max_rows, max_len) bounds every batch: sources are split into groups where
-  // sentences * beam * (longest prefix or source) fits. Throws on invalid options.
+  // sentences * beam * (longest prefix or source) fits, which is also what each decoder cache
+  // holds (max_rows positions per layer). Plans the decoder's memory once. Throws on invalid
+  // options.
   BeamSearch(Transformer& model, const BeamOptions& options);
 
   // One n-best list per source, in input order: up to `beam` finished hypotheses, best first
@@ -60,8 +69,7 @@ class BeamSearch {
 
   Transformer& model_;
   BeamOptions options_;
-  Arena arena_;
-  Buffer memory_;  // [max_rows, d_model]: the encoder output, one copy per hypothesis slot
+  std::unique_ptr<StepDecoder> decoder_;  // planned once, for the largest group the plan admits
 };
 
 }  // namespace nmt

@@ -1,4 +1,4 @@
-// Dev-set evaluation: loss, greedy decoding, accuracy or BLEU, samples.
+// Dev-set evaluation: loss, greedy decoding (beam search with beam 1), accuracy or BLEU, samples.
 #include "engine/evaluator.h"
 
 #include <algorithm>
@@ -6,12 +6,16 @@
 #include <sstream>
 
 #include "data/bleu.h"
+#include "engine/decode.h"
 
 namespace nmt {
 
 static std::string ids_text(const std::vector<int32_t>& ids) {
   std::string s;
-  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  for (int32_t id : ids) {
+    if (!s.empty()) s += ' ';
+    s += std::to_string(id);
+  }
   return s;
 }
 
@@ -25,20 +29,29 @@ EvalResult evaluate_dev(Transformer& model, const TrainingData& data, float labe
   std::vector<std::string> hyps(static_cast<size_t>(data.dev_pairs()));
   std::vector<char> decoded(hyps.size(), 0);
   double loss = 0, tokens = 0, correct = 0, greedy_hits = 0, exact = 0;
+  // Greedy: beam 1 picks the argmax (ties to the lower id), each sentence up to 1.5 x its source
+  // length + 10 tokens, with the decoder's key/value cache.
+  BeamOptions greedy;
+  greedy.beam = 1;
+  greedy.alpha = 0;
+  greedy.max_len_a = 1.5;
+  greedy.max_len_b = 10;
+  BeamSearch search(model, greedy);
   for (const Batch& b : data.dev_batches(width)) {
     if (max_sentences > 0 && r.sentences >= max_sentences) break;
     LossSums s = model.evaluate(b, label_smoothing);
     loss += s.loss;
     tokens += static_cast<double>(s.tokens);
     correct += static_cast<double>(s.correct);
-    int64_t longest_src = *std::max_element(b.src_lengths.begin(), b.src_lengths.end());
-    auto out = model.greedy_decode(b, longest_src * 3 / 2 + 10);
+    std::vector<std::vector<Hypothesis>> out = search.search(b);
     for (int64_t i = 0; i < b.sentences; ++i, ++r.sentences) {
       const int32_t* ref = b.tgt_out.data() + i * b.tgt_len;  // y_1..y_n, eos
-      const auto& hyp = out[i];
-      auto n = static_cast<int64_t>(b.tgt_lengths[i]) - 1, hyp_len = static_cast<int64_t>(hyp.size());
+      const auto& hyp = out[i].front().tokens;
+      auto n = static_cast<int64_t>(b.tgt_lengths[i]) - 1,
+           hyp_len = static_cast<int64_t>(hyp.size());
       int64_t hits = 0;
-      for (int64_t j = 0; j <= n; ++j) hits += (j < hyp_len ? hyp[j] : (j == hyp_len ? kEosId : -1)) == ref[j];
+      for (int64_t j = 0; j <= n; ++j)
+        hits += (j < hyp_len ? hyp[j] : (j == hyp_len ? kEosId : -1)) == ref[j];
       greedy_hits += static_cast<double>(hits);
       exact += (hits == n + 1 && hyp_len == n) ? 1 : 0;
       size_t id = static_cast<size_t>(b.ids[i]);
@@ -87,9 +100,11 @@ std::string format_eval(int64_t step, const EvalResult& e) {
                 100 * e.greedy_token_accuracy, 100 * e.greedy_exact,
                 static_cast<long long>(e.sentences));
   out << line;
-  if (e.has_bleu) out << "eval step " << step << " | " << e.bleu_line << " | " << e.bleu_signature << "\n";
+  if (e.has_bleu)
+    out << "eval step " << step << " | " << e.bleu_line << " | " << e.bleu_signature << "\n";
   for (const auto& s : e.samples)
-    out << "  source:     " << s[0] << "\n  reference:  " << s[1] << "\n  prediction: " << s[2] << "\n";
+    out << "  source:     " << s[0] << "\n  reference:  " << s[1] << "\n  prediction: " << s[2]
+        << "\n";
   return out.str();
 }
 

@@ -9,6 +9,9 @@
 #include "test/support/catch_session.h"
 
 int main(int argc, char** argv) {
+  // MPI is the session's, not init_ranks': code under test that finalizes what it initialised
+  // (DataParallel) then leaves it up for the following test cases.
+  MPI_Init(&argc, &argv);
   nmt::RankInfo ranks = nmt::init_ranks(&argc, &argv);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
@@ -21,12 +24,12 @@ int main(int argc, char** argv) {
           "machine.\n",
           ranks.local_size, devices);
     }
-    nmt::finalize_ranks();
+    MPI_Finalize();
     return 77;
   }
   int result = Catch::Session().run(argc, argv);
   int worst = 0;
   MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  nmt::finalize_ranks();
+  MPI_Finalize();
   return worst;
 }

@@ -1,0 +1,57 @@
+// CPU reference of the incremental-decoding ops: one-position embedding, cache write, block gather.
+#include "kernels/cpu/decode_ops.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/embedding.h"
+
+namespace nmt::cpu {
+
+void embedding_forward_at(const int32_t* ids, const float* table, float* out, int64_t rows,
+                          int64_t vocab, int64_t d_model, int64_t position, float scale,
+                          int32_t pad_id) {
+  // The same float values as embedding_forward's table: sinusoid_position, then one multiply-add.
+  std::vector<float> sinusoid(static_cast<size_t>(d_model));
+  for (int64_t d = 0; d < d_model; ++d) sinusoid[d] = sinusoid_position(position, d, d_model);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out_row = out + r * d_model;
+    if (ids[r] == pad_id) {
+      std::memset(out_row, 0, static_cast<size_t>(d_model) * sizeof(float));
+      continue;
+    }
+    if (ids[r] < 0 || ids[r] >= vocab)
+      throw std::invalid_argument("embedding_forward_at: id " + std::to_string(ids[r]) +
+                                  " at row " + std::to_string(r) +
+                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    const float* table_row = table + static_cast<int64_t>(ids[r]) * d_model;
+    for (int64_t d = 0; d < d_model; ++d) out_row[d] = table_row[d] * scale + sinusoid[d];
+  }
+}
+
+void cache_write_position(const void* x, void* cache, int64_t rows, int64_t cache_len,
+                          size_t row_bytes, int64_t position) {
+  const auto* from = static_cast<const char*>(x);
+  auto* to = static_cast<char*>(cache);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(to + static_cast<size_t>(r * cache_len + position) * row_bytes,
+                from + static_cast<size_t>(r) * row_bytes, row_bytes);
+}
+
+void gather_blocks(const void* src, int64_t src_blocks, const int32_t* index, int64_t n, void* dst,
+                   size_t block_bytes, size_t used_bytes) {
+  const auto* from = static_cast<const char*>(src);
+  auto* to = static_cast<char*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    if (index[i] < 0 || index[i] >= src_blocks)
+      throw std::invalid_argument("gather_blocks: index[" + std::to_string(i) +
+                                  "] = " + std::to_string(index[i]) + " is outside [0, " +
+                                  std::to_string(src_blocks) + ")");
+    std::memcpy(to + static_cast<size_t>(i) * block_bytes,
+                from + static_cast<size_t>(index[i]) * block_bytes, used_bytes);
+  }
+}
+
+}  // namespace nmt::cpu

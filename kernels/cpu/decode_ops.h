@@ -1,0 +1,24 @@
+// CPU reference of the incremental-decoding ops (kernels/decode_ops.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace nmt::cpu {
+
+// ids: [rows] i32; table: [vocab, d_model] f32; out: [rows, d_model] f32, every row at `position`.
+// Throws std::invalid_argument for an id outside [0, vocab) that is not pad_id.
+void embedding_forward_at(const int32_t* ids, const float* table, float* out, int64_t rows,
+                          int64_t vocab, int64_t d_model, int64_t position, float scale,
+                          int32_t pad_id);
+
+// x: [rows, row_bytes]; cache: [rows, cache_len, row_bytes]; writes position `position`.
+void cache_write_position(const void* x, void* cache, int64_t rows, int64_t cache_len,
+                          size_t row_bytes, int64_t position);
+
+// src: [src_blocks, block_bytes]; index: [n] i32; dst: [n.., block_bytes]; copies the first
+// used_bytes of each block. Throws std::invalid_argument for an index outside [0, src_blocks).
+void gather_blocks(const void* src, int64_t src_blocks, const int32_t* index, int64_t n, void* dst,
+                   size_t block_bytes, size_t used_bytes);
+
+}  // namespace nmt::cpu

@@ -1,0 +1,140 @@
+// Incremental-decoding ops on the GPU: the one-position embedding (its sinusoid row computed as
+// embedding.cu computes its table, so both give the same bits), the cache write as one strided
+// 2-D copy, and the block gather as a copy kernel over the widest word the layout allows.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/decode_ops.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/op_checks.h"
+#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/stream.h"
+
+namespace nmt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// sinusoid: [d_model] f32 at `position`, the formula of nmt::sinusoid_position.
+__global__ void sinusoid_row(float* __restrict__ sinusoid, int64_t position, int64_t d_model) {
+  const int64_t dim = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (dim >= d_model) return;
+  const int64_t half = d_model / 2;
+  float value = 0.0f;
+  if (dim < 2 * half) {
+    const int64_t i = dim < half ? dim : dim - half;
+    const double denominator = static_cast<double>(half - 1 > 1 ? half - 1 : 1);
+    const double inv_freq = exp(-static_cast<double>(i) * log(10000.0) / denominator);
+    const double angle = static_cast<double>(position) * inv_freq;
+    value = static_cast<float>(dim < half ? sin(angle) : cos(angle));
+  }
+  sinusoid[dim] = value;
+}
+
+// One block per row, threads over columns (decoding rows are few and short).
+template <typename T>
+__global__ void embedding_gather_at(const int32_t* __restrict__ ids, const T* __restrict__ table,
+                                    const float* __restrict__ sinusoid, T* __restrict__ out,
+                                    int64_t vocab, int64_t d_model, float scale, int32_t pad_id) {
+  const int64_t row = blockIdx.x;
+  const int32_t id = ids[row];
+  const bool zero = id == pad_id || id < 0 || id >= vocab;
+  const T* table_row = table + static_cast<int64_t>(zero ? 0 : id) * d_model;
+  T* out_row = out + row * d_model;
+  for (int64_t d = threadIdx.x; d < d_model; d += blockDim.x)
+    out_row[d] =
+        zero ? from_float<T>(0.0f) : from_float<T>(to_float(table_row[d]) * scale + sinusoid[d]);
+}
+
+// grid (n, column blocks): block i copies `words` words of block index[i].
+template <typename W>
+__global__ void gather_words(const W* __restrict__ src, const int32_t* __restrict__ index,
+                             int64_t src_blocks, W* __restrict__ dst, int64_t block_words,
+                             int64_t words) {
+  const int64_t i = blockIdx.x;
+  const int32_t from = index[i];
+  if (from < 0 || from >= src_blocks) return;
+  const W* src_block = src + static_cast<int64_t>(from) * block_words;
+  W* dst_block = dst + i * block_words;
+  for (int64_t w = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; w < words;
+       w += static_cast<int64_t>(gridDim.y) * blockDim.x)
+    dst_block[w] = src_block[w];
+}
+
+template <typename W>
+void launch_gather(const Tensor& src, const Tensor& index, Tensor& dst, size_t block_bytes,
+                   size_t used_bytes, cudaStream_t stream) {
+  const auto block_words = static_cast<int64_t>(block_bytes / sizeof(W));
+  const auto words = static_cast<int64_t>(used_bytes / sizeof(W));
+  const unsigned column_blocks = std::min<unsigned>(blocks_for(words, kThreads), 64);
+  const dim3 grid(static_cast<unsigned>(index.dim(0)), column_blocks);
+  gather_words<W><<<grid, kThreads, 0, stream>>>(
+      static_cast<const W*>(src.data), static_cast<const int32_t*>(index.data), src.dim(0),
+      static_cast<W*>(dst.data), block_words, words);
+  CUDA_CHECK_LAUNCH();
+}
+
+bool multiple_of(size_t bytes, const void* a, const void* b, size_t word) {
+  return bytes % word == 0 && reinterpret_cast<uintptr_t>(a) % word == 0 &&
+         reinterpret_cast<uintptr_t>(b) % word == 0;
+}
+
+}  // namespace
+
+void embedding_forward_at(const Tensor& ids, const Tensor& table, Tensor& out, int64_t position,
+                          float scale, int32_t pad_id) {
+  constexpr const char* op = "embedding_forward_at";
+  require_same_dtype(op, "out", out, "table", table);
+  require_on_gpu(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
+  const int64_t rows = ids.dim(0), vocab = table.dim(0), d_model = table.dim(1);
+  if (rows == 0 || d_model == 0) return;
+  cudaStream_t stream = current_stream();
+  auto* sinusoid = static_cast<float*>(
+      stream_resources(stream).scratch(static_cast<size_t>(d_model) * sizeof(float)));
+  sinusoid_row<<<blocks_for(d_model, kThreads), kThreads, 0, stream>>>(sinusoid, position, d_model);
+  CUDA_CHECK_LAUNCH();
+  const int threads = static_cast<int>(std::min<int64_t>(kThreads, (d_model + 31) / 32 * 32));
+  dispatch_float_dtype(table.dtype, op, "table", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    embedding_gather_at<T><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+        static_cast<const int32_t*>(ids.data), static_cast<const T*>(table.data), sinusoid,
+        static_cast<T*>(out.data), vocab, d_model, scale, pad_id);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void cache_write_position(const Tensor& x, Tensor& cache, int64_t position) {
+  constexpr const char* op = "cache_write_position";
+  require_on_gpu(op, {{"x", &x}, {"cache", &cache}});
+  const size_t row_bytes = static_cast<size_t>(x.dim(1)) * dtype_size(x.dtype);
+  const size_t pitch = static_cast<size_t>(cache.dim(1)) * row_bytes;
+  char* first = static_cast<char*>(cache.data) + static_cast<size_t>(position) * row_bytes;
+  // Row r of x lands `pitch` bytes after row r - 1: one 2-D copy instead of one copy per row.
+  CUDA_CHECK(cudaMemcpy2DAsync(first, pitch, x.data, row_bytes, row_bytes,
+                               static_cast<size_t>(x.dim(0)), cudaMemcpyDeviceToDevice,
+                               current_stream()));
+}
+
+void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len) {
+  constexpr const char* op = "gather_blocks";
+  require_on_gpu(op, {{"src", &src}, {"index", &index}, {"dst", &dst}});
+  const size_t row_bytes = static_cast<size_t>(src.dim(2)) * dtype_size(src.dtype);
+  const size_t block_bytes = static_cast<size_t>(src.dim(1)) * row_bytes;
+  const size_t used_bytes = static_cast<size_t>(used_len) * row_bytes;
+  cudaStream_t stream = current_stream();
+  // Every block start and the used length must be whole words of the width chosen.
+  auto fits = [&](size_t word) {
+    return multiple_of(block_bytes, src.data, dst.data, word) && used_bytes % word == 0;
+  };
+  if (fits(16))
+    launch_gather<uint4>(src, index, dst, block_bytes, used_bytes, stream);
+  else if (fits(4))
+    launch_gather<uint32_t>(src, index, dst, block_bytes, used_bytes, stream);
+  else
+    launch_gather<uint16_t>(src, index, dst, block_bytes, used_bytes, stream);
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,79 @@
+// Dispatch of the incremental-decoding ops (kernels/decode_ops.h) to the CPU or CUDA backend, with
+// the shape checks both share.
+#include "kernels/decode_ops.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/decode_ops.h"
+#include "kernels/cuda/decode_ops.h"
+#include "kernels/dispatch_checks.h"
+
+namespace nmt {
+
+void embedding_forward_at(const Tensor& ids, const Tensor& table, Tensor& out, int64_t position,
+                          float scale, int32_t pad_id) {
+  constexpr const char* op = "embedding_forward_at";
+  detail::require_rank(op, "ids", ids, 1, "[rows]");
+  detail::require_rank(op, "table", table, 2, "[vocab, d_model]");
+  const int64_t rows = ids.dim(0), vocab = table.dim(0), d_model = table.dim(1);
+  check_shape(op, "out", out, {rows, d_model});
+  detail::require_dtype(op, "ids", ids, DType::i32);
+  if (position < 0)
+    throw std::invalid_argument(std::string(op) + ": position " + std::to_string(position) +
+                                " is negative");
+  check_same_device(op, {&ids, &table, &out});
+  if (detail::call_device({&ids, &table, &out}) == Device::cuda)
+    return cuda::embedding_forward_at(ids, table, out, position, scale, pad_id);
+  cpu::embedding_forward_at(detail::cpu_i32(op, "ids", ids), detail::cpu_f32(op, "table", table),
+                            detail::cpu_f32(op, "out", out), rows, vocab, d_model, position, scale,
+                            pad_id);
+}
+
+void cache_write_position(const Tensor& x, Tensor& cache, int64_t position) {
+  constexpr const char* op = "cache_write_position";
+  detail::require_rank(op, "x", x, 2, "[rows, width]");
+  detail::require_rank(op, "cache", cache, 3, "[rows, cache_len, width]");
+  const int64_t rows = x.dim(0), cache_len = cache.dim(1), width = x.dim(1);
+  check_shape(op, "cache", cache, {rows, cache_len, width});
+  detail::require_dtype(op, "cache", cache, x.dtype);
+  if (position < 0 || position >= cache_len)
+    throw std::invalid_argument(std::string(op) + ": position " + std::to_string(position) +
+                                " is outside the cache's [0, " + std::to_string(cache_len) + ")");
+  check_same_device(op, {&x, &cache});
+  if (x.numel() == 0) return;
+  if (x.empty() || cache.empty())
+    throw std::invalid_argument(std::string(op) + ": x or cache has no data");
+  if (detail::call_device({&x, &cache}) == Device::cuda)
+    return cuda::cache_write_position(x, cache, position);
+  cpu::cache_write_position(x.data, cache.data, rows, cache_len,
+                            static_cast<size_t>(width) * dtype_size(x.dtype), position);
+}
+
+void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len) {
+  constexpr const char* op = "gather_blocks";
+  detail::require_rank(op, "src", src, 3, "[src_blocks, block_len, width]");
+  detail::require_rank(op, "index", index, 1, "[n]");
+  detail::require_rank(op, "dst", dst, 3, "[dst_blocks, block_len, width]");
+  detail::require_dtype(op, "index", index, DType::i32);
+  detail::require_dtype(op, "dst", dst, src.dtype);
+  const int64_t n = index.dim(0), block_len = src.dim(1), width = src.dim(2);
+  if (dst.dim(1) != block_len || dst.dim(2) != width || dst.dim(0) < n)
+    throw std::invalid_argument(std::string(op) + ": dst " + dst.shape_string() + " cannot hold " +
+                                std::to_string(n) + " blocks of src " + src.shape_string());
+  if (used_len < 0 || used_len > block_len)
+    throw std::invalid_argument(std::string(op) + ": used_len " + std::to_string(used_len) +
+                                " is outside [0, block_len = " + std::to_string(block_len) + "]");
+  check_same_device(op, {&src, &index, &dst});
+  if (n == 0 || used_len == 0 || width == 0) return;
+  if (src.empty() || index.empty() || dst.empty())
+    throw std::invalid_argument(std::string(op) + ": src, index or dst has no data");
+  if (detail::call_device({&src, &index, &dst}) == Device::cuda)
+    return cuda::gather_blocks(src, index, dst, used_len);
+  const size_t row_bytes = static_cast<size_t>(width) * dtype_size(src.dtype);
+  cpu::gather_blocks(src.data, src.dim(0), index.i32(), n, dst.data,
+                     static_cast<size_t>(block_len) * row_bytes,
+                     static_cast<size_t>(used_len) * row_bytes);
+}
+
+}  // namespace nmt

@@ -1,0 +1,90 @@
+// The incremental-decoding ops on the CPU (kernels/decode_ops.h): the one-position embedding is
+// embedding_forward's row at that position bit for bit, cache writes land at their position, and
+// block gathers copy the used part of each chosen block; bad arguments are named.
+#include <numeric>
+#include <vector>
+
+#include "data/special_ids.h"
+#include "kernels/decode_ops.h"
+#include "kernels/embedding.h"
+#include "test/decode/decode_test_util.h"
+#include "test/support/catch.h"
+
+namespace {
+
+using nmt::test::contains;
+using nmt::test::error_of;
+
+nmt::Tensor cpu(std::vector<float>& v, std::initializer_list<int64_t> dims) {
+  return nmt::Tensor(v.data(), nmt::DType::f32, nmt::Device::cpu, dims);
+}
+nmt::Tensor cpu(std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
+  return nmt::Tensor(v.data(), nmt::DType::i32, nmt::Device::cpu, dims);
+}
+
+}  // namespace
+
+TEST_CASE("embedding_forward_at is embedding_forward's row at that position", "[decode][ops]") {
+  const int64_t vocab = 9, d = 7, seq_len = 12;  // odd d_model: the last dim has no sinusoid
+  std::vector<float> table(vocab * d);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = 0.01f * static_cast<float>(i % 37) - 0.2f;
+  std::vector<int32_t> ids{5, nmt::kPadId, 8};
+  // The full sequence: every row holds ids[r % 3], at position = row.
+  std::vector<int32_t> sequence(seq_len);
+  for (int64_t t = 0; t < seq_len; ++t) sequence[t] = ids[t % 3];
+  std::vector<float> full(seq_len * d), one(3 * d);
+  nmt::Tensor full_out = cpu(full, {seq_len, d}), one_out = cpu(one, {3, d});
+  nmt::embedding_forward(cpu(sequence, {seq_len}), cpu(table, {vocab, d}), full_out, seq_len, 2.5f,
+                         nmt::kPadId);
+  for (int64_t position : {0, 4, 11}) {
+    nmt::embedding_forward_at(cpu(ids, {3}), cpu(table, {vocab, d}), one_out, position, 2.5f,
+                              nmt::kPadId);
+    const float* row = one.data() + (position % 3) * d;
+    for (int64_t j = 0; j < d; ++j) CHECK(row[j] == full[position * d + j]);
+  }
+  for (int64_t j = 0; j < d; ++j) CHECK(one[d + j] == 0.0f);  // the pad row
+  std::vector<int32_t> bad{9};
+  std::vector<float> out(d);
+  nmt::Tensor bad_out = cpu(out, {1, d});
+  CHECK(contains(error_of([&] {
+                   nmt::embedding_forward_at(cpu(bad, {1}), cpu(table, {vocab, d}), bad_out, 0,
+                                             1.0f, nmt::kPadId);
+                 }),
+                 "id 9 at row 0"));
+}
+
+TEST_CASE("cache_write_position and gather_blocks copy what they say", "[decode][ops]") {
+  const int64_t rows = 3, len = 4, width = 2;
+  std::vector<float> cache(rows * len * width, -1.0f), x{1, 2, 3, 4, 5, 6};
+  nmt::Tensor cache_t = cpu(cache, {rows, len, width});
+  nmt::cache_write_position(cpu(x, {rows, width}), cache_t, 2);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < len; ++t)
+      for (int64_t c = 0; c < width; ++c)
+        CHECK(cache[(r * len + t) * width + c] == (t == 2 ? x[r * width + c] : -1.0f));
+  CHECK(contains(error_of([&] {
+                   nmt::cache_write_position(cpu(x, {rows, width}), cache_t, 4);
+                 }),
+                 "position 4"));
+
+  std::vector<float> src(rows * len * width);
+  std::iota(src.begin(), src.end(), 0.0f);
+  std::vector<float> dst(rows * len * width, -1.0f);
+  std::vector<int32_t> index{2, 2, 0};
+  nmt::Tensor dst_t = cpu(dst, {rows, len, width});
+  nmt::gather_blocks(cpu(src, {rows, len, width}), cpu(index, {3}), dst_t, 3);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t t = 0; t < len; ++t)
+      for (int64_t c = 0; c < width; ++c)
+        CHECK(dst[(i * len + t) * width + c] ==
+              (t < 3 ? src[(index[i] * len + t) * width + c] : -1.0f));
+  std::vector<int32_t> bad{3};
+  CHECK(contains(error_of([&] {
+                   nmt::gather_blocks(cpu(src, {rows, len, width}), cpu(bad, {1}), dst_t, 1);
+                 }),
+                 "index[0] = 3"));
+  CHECK(contains(error_of([&] {
+                   nmt::gather_blocks(cpu(src, {rows, len, width}), cpu(index, {3}), dst_t, 5);
+                 }),
+                 "used_len 5"));
+}
