@@ -125,15 +125,23 @@ TrainRecord make_train_record(int64_t step, int64_t epoch, double lr, double eta
   return r;
 }
 
+static std::string format_scale(double scale) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", scale);
+  return text;
+}
+
 std::string format_train_line(const TrainRecord& r) {
   char line[400];
   std::snprintf(line, sizeof line,
-                "step %lld | epoch %lld | loss %.4f | acc %.2f%% | lr %.3e | gnorm %.3f | "
+                "step %lld | epoch %lld | loss %.4f | acc %.2f%% | lr %.3e | gnorm %.3f%s | "
                 "%.1f ms/step (fwd+bwd %.1f, comm %.1f exposed, opt %.1f) | %.0f tok/s | "
                 "eta %.0f s%s\n",
                 static_cast<long long>(r.step), static_cast<long long>(r.epoch), r.loss,
-                100 * r.accuracy, r.lr, r.grad_norm, r.ms_per_step, r.forward_backward_ms,
-                r.exposed_comm_ms, r.optimizer_ms, r.tokens_per_s, r.eta_seconds,
+                100 * r.accuracy, r.lr, r.grad_norm,
+                r.dynamic_loss_scale ? (" | scale " + format_scale(r.loss_scale)).c_str() : "",
+                r.ms_per_step, r.forward_backward_ms, r.exposed_comm_ms, r.optimizer_ms,
+                r.tokens_per_s, r.eta_seconds,
                 r.skipped > 0 ? (" | " + std::to_string(r.skipped) + " skipped").c_str() : "");
   return line;
 }
@@ -151,7 +159,7 @@ nlohmann::json train_record_json(const TrainRecord& r) {
           {"acc", r.accuracy},
           {"lr", r.lr},
           {"grad_norm", r.grad_norm},
-          {"loss_scale", 1.0},
+          {"loss_scale", r.loss_scale},
           {"ms_per_step", r.ms_per_step},
           {"tokens_per_s", r.tokens_per_s},
           {"fwd_bwd_ms", r.forward_backward_ms},

@@ -81,6 +81,8 @@ struct TrainRecord {
   double exposed_comm_ms = 0, comm_ms = 0, comm_gb_per_s = 0;  // 0 for a single process
   double eta_seconds = 0;
   int64_t steps = 0, skipped = 0;
+  double loss_scale = 1;            // the fp16 dynamic loss scale after the interval's last step
+  bool dynamic_loss_scale = false;  // fp16: the log line shows loss_scale
 };
 TrainRecord make_train_record(int64_t step, int64_t epoch, double lr, double eta_seconds,
                               const IntervalStats& interval);

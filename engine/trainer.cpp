@@ -14,19 +14,19 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "engine/checkpoint.h"
 #include "engine/data_parallel.h"
-#include "engine/lr_schedule.h"
-#include "engine/optimizer.h"
 #include "engine/dataset_stats.h"
 #include "engine/device_peak.h"
 #include "engine/flop_count.h"
 #include "engine/gpu_monitor.h"
 #include "engine/loss_scaler.h"
+#include "engine/lr_schedule.h"
+#include "engine/optimizer.h"
 #include "engine/run_report.h"
 #include "engine/training_data.h"
 #include "engine/transformer.h"
@@ -180,7 +180,8 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   if (cfg.eval.beam > 1)
     out << "note: eval.beam = " << cfg.eval.beam
-        << ": evaluation during training decodes greedily for now (nmt-translate runs beam search)\n";
+        << ": evaluation during training decodes greedily for now (nmt-translate runs beam "
+           "search)\n";
   const std::string& ckpt_dir = cfg.checkpoint.dir;
   if (options.resume) {  // before the (possibly slow) data loading
     if (ckpt_dir.empty())
@@ -274,7 +275,8 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   state_.interval.loss += loss;
   state_.interval.correct += correct;
   double lr = learning_rate_at(cfg_.lr_schedule, cfg_.model.d_model, step);
-  // Dividing by tokens * scale unscales the gradients (fp16 loss scaling; the scale is 1 otherwise).
+  // Dividing by tokens * scale unscales the gradients (fp16 loss scaling; the scale is 1
+  // otherwise).
   OptimizerStepStats st =
       optimizer_->step(step, lr, global_tokens * loss_scaler_.scale(), cfg_.train.clip_norm);
   loss_scaler_.update(st.skipped);
@@ -309,6 +311,8 @@ void TrainingRun::log_line(int64_t step, bool reset_interval) {
   double eta = per_step * static_cast<double>(cfg_.train.max_steps - step);
   double lr = learning_rate_at(cfg_.lr_schedule, cfg_.model.d_model, step);
   TrainRecord record = make_train_record(step, data_->epoch(), lr, eta, state_.interval);
+  record.loss_scale = loss_scaler_.scale();
+  record.dynamic_loss_scale = loss_scaler_.dynamic();
   reporter_->log_train(record);
   summary_.last_loss = record.loss;
   if (reset_interval) state_.interval = IntervalStats{};
