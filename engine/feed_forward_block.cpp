@@ -26,8 +26,7 @@ void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& 
   key_ = RngKey{ctx.seed, ctx.step, dropout_id_};
   p_ = ctx.training ? shape_.relu_dropout : 0.0f;
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
-  linear_forward(x, fc1_w_->compute, fc1_b_->compute, h);
-  relu_forward(h, h);
+  linear_relu_forward(x, fc1_w_->compute, fc1_b_->compute, h);  // ReLU in the GEMM epilogue
   if (p_ > 0) dropout_forward(h, h, p_, key_);
   linear_forward(h, fc2_w_->compute, fc2_b_->compute, out);
 }

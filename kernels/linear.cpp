@@ -4,6 +4,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/dispatch_checks.h"
+#include "kernels/elementwise.h"
 
 namespace nmt {
 
@@ -16,10 +17,21 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   if (!b.empty()) check_shape(op, "b", b, {out});
   check_shape(op, "y", y, {rows, out});
   check_same_device(op, {&x, &w, &b, &y});
-  if (detail::call_device({&x, &w, &b, &y}) == Device::cuda) return cuda::linear_forward(x, w, b, y);
+  if (detail::call_device({&x, &w, &b, &y}) == Device::cuda)
+    return cuda::linear_forward(x, w, b, y);
   cpu::linear_forward(detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "w", w),
                       b.empty() ? nullptr : detail::cpu_f32(op, "b", b),
                       detail::cpu_f32(op, "y", y), rows, in, out);
+}
+
+void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  constexpr const char* op = "linear_relu_forward";
+  if (detail::call_device({&x, &w, &b, &y}) == Device::cuda) {
+    check_same_device(op, {&x, &w, &b, &y});
+    return cuda::linear_relu_forward(x, w, b, y);
+  }
+  linear_forward(x, w, b, y);  // the CPU reference: the product, then the ReLU in place
+  relu_forward(y, y);
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,

@@ -119,6 +119,19 @@ void bench_linear(KernelTimer& timer, int64_t rows, int64_t in, int64_t out, boo
   Tensor none;
   double ms = timer.median_ms([&] { cuda::linear_forward(x.view, w.view, none, y.view); });
   report("linear_forward bf16", shape, ms, tflop_per_s(flops, ms), "TFLOP/s");
+  if (backward) {  // the feed-forward block's first product: bias + ReLU fused vs separate
+    DeviceTensor b({out}, DType::bf16);
+    fill_uniform(b.view, -0.05f, 0.05f, 17);
+    ms = timer.median_ms([&] { cuda::linear_forward(x.view, w.view, b.view, y.view); });
+    report("linear_forward+bias bf16", shape, ms, tflop_per_s(flops, ms), "TFLOP/s");
+    ms = timer.median_ms([&] {
+      cuda::linear_forward(x.view, w.view, b.view, y.view);
+      cuda::relu_forward(y.view, y.view);
+    });
+    report("linear+bias, then relu kernel bf16", shape, ms, tflop_per_s(flops, ms), "TFLOP/s");
+    ms = timer.median_ms([&] { cuda::linear_relu_forward(x.view, w.view, b.view, y.view); });
+    report("linear_relu_forward epilogue bf16", shape, ms, tflop_per_s(flops, ms), "TFLOP/s");
+  }
   if (!backward) return;
   DeviceTensor dx({rows, in}, DType::bf16), dw({out, in}, DType::f32), db({out}, DType::f32);
   fill_uniform(dw.view, 0, 0, 15);

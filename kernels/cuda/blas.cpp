@@ -37,7 +37,7 @@ struct PlanKey {
   int trans_a, trans_b;
   int64_t m, n, k, lda, ldb, ldc;
   int ab_type, c_type;
-  bool accumulate, bias;
+  bool accumulate, bias, relu;
   int align_a, align_b, align_c, align_bias;
   auto operator<=>(const PlanKey&) const = default;
 };
@@ -104,10 +104,14 @@ Plan& plan_for(const PlanKey& key, const LtMatmul& g, cublasLtHandle_t lt) {
                                               sizeof(g.trans_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &g.trans_b,
                                               sizeof(g.trans_b)));
-  if (key.bias) {
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (key.bias || key.relu) {
+    cublasLtEpilogue_t epilogue = !key.relu  ? CUBLASLT_EPILOGUE_BIAS
+                                  : key.bias ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                             : CUBLASLT_EPILOGUE_RELU;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                 &epilogue, sizeof(epilogue)));
+  }
+  if (key.bias) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                 &cd, sizeof(cd)));
   }
@@ -191,6 +195,7 @@ void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const v
                     static_cast<int>(g.c_type),
                     g.accumulate,
                     bias != nullptr,
+                    g.relu,
                     alignment_of(a),
                     alignment_of(b),
                     alignment_of(c),

@@ -28,6 +28,7 @@ struct LtMatmul {
   DType ab_type = DType::f32;  // A and B
   DType c_type = DType::f32;   // C and D (and the bias)
   bool accumulate = false;     // beta = 1 instead of 0
+  bool relu = false;           // D = max(D, 0) after the bias (cuBLASLt RELU / RELU_BIAS epilogue)
 };
 
 // a, b, c: device pointers laid out as described; bias: [m] of c_type or nullptr.

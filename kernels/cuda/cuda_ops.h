@@ -46,8 +46,8 @@ void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx);
 void residual_add(const Tensor& a, const Tensor& b, Tensor& y);
 void add_inplace(Tensor& y, const Tensor& x);
 void scale_inplace(Tensor& y, float s);
-void fill_zero(Tensor& y);                         // any dtype
-void copy_tensor(const Tensor& src, Tensor& dst);  // any dtype; either side may be on the host
+void fill_zero(Tensor& y);                            // any dtype
+void copy_tensor(const Tensor& src, Tensor& dst);     // any dtype; either side may be on the host
 void convert_tensor(const Tensor& src, Tensor& dst);  // float dtypes, both on the GPU
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
@@ -55,6 +55,8 @@ void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
 // --- linear.h (cuBLASLt) -----------------------------------------------------------------------
 // x: [rows, in] T; w: [out, in] T; b: [out] T or empty; y: [rows, out] T.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+// y = max(x wᵀ + b, 0) in one cuBLASLt product (RELU_BIAS epilogue); shapes as linear_forward.
+void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 // dy: [rows, out] T; dx: [rows, in] T or empty; dw: [out, in] f32 (+=); db: [out] f32 (+=) or
 // empty.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,

@@ -25,8 +25,10 @@ void require_float(const char* op, const char* name, const Tensor& t) {
 
 }  // namespace
 
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  constexpr const char* op = "linear_forward";
+namespace {
+
+void linear_forward_epilogue(const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
+                             Tensor& y, bool relu) {
   require_rank(op, "x", x, 2);
   require_rank(op, "w", w, 2);
   const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
@@ -55,7 +57,18 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   g.ldc = out;
   g.ab_type = x.dtype;
   g.c_type = y.dtype;
+  g.relu = relu;
   lt_matmul(g, w.data, x.data, y.data, b.empty() ? nullptr : b.data, 1.0f, current_stream());
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  linear_forward_epilogue("linear_forward", x, w, b, y, false);
+}
+
+void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  linear_forward_epilogue("linear_relu_forward", x, w, b, y, true);
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,

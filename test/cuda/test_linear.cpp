@@ -75,6 +75,14 @@ TEST_CASE("cuda linear matches the CPU reference", "[cuda][linear]") {
         GpuTensor gdw2 = upload(dw_init, {out, in}, DType::f32);
         cuda::linear_backward(gdy.view, gx.view, gw.view, none, gdw2.view, none);
         check_close("dw without dx", dtype, download(gdw2.view), ref.dw, base.dw);
+
+        // The ReLU epilogue: the CPU reference is the product, then max(., 0).
+        std::vector<float> ref_relu = ref.y, base_relu = rounded(base.y, dtype);
+        for (float& v : ref_relu) v = v > 0 ? v : 0;
+        for (float& v : base_relu) v = v > 0 ? v : 0;
+        GpuTensor grelu = gpu_poisoned({rows, out}, dtype);
+        cuda::linear_relu_forward(gx.view, gw.view, bias ? gb.view : none, grelu.view);
+        check_close("relu(y)", dtype, download(grelu.view), ref_relu, base_relu);
       }
 }
 

@@ -1,5 +1,6 @@
 // Linear layer: values against a double reference, gradients of x, W and b, optional outputs,
 // thread-count independence, shape errors.
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -164,4 +165,25 @@ TEST_CASE("linear ops reject mismatched shapes and dtypes, naming the op", "[lin
     linear_backward(view(y, {2, 3}), view(x, {3, 4}), view(w, {2, 4}), dx_view, dw_view, db_view);
   });
   CHECK(message.find("linear_backward: dy") != std::string::npos);
+}
+
+TEST_CASE("linear_relu_forward on the CPU is the product followed by the ReLU", "[cpu][linear]") {
+  const int64_t rows = 5, in = 7, out = 3;
+  std::vector<float> x(rows * in), w(out * in), b(out), y(rows * out), expected(rows * out);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(static_cast<float>(3 * i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.1f * static_cast<float>(i) - 0.1f;
+  nmt::Tensor tx(x.data(), nmt::DType::f32, nmt::Device::cpu, {rows, in});
+  nmt::Tensor tw(w.data(), nmt::DType::f32, nmt::Device::cpu, {out, in});
+  nmt::Tensor tb(b.data(), nmt::DType::f32, nmt::Device::cpu, {out});
+  nmt::Tensor ty(y.data(), nmt::DType::f32, nmt::Device::cpu, {rows, out});
+  nmt::Tensor te(expected.data(), nmt::DType::f32, nmt::Device::cpu, {rows, out});
+  nmt::linear_forward(tx, tw, tb, te);
+  nmt::linear_relu_forward(tx, tw, tb, ty);
+  int negatives = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    negatives += expected[i] < 0;
+    CHECK(y[i] == (expected[i] > 0 ? expected[i] : 0.0f));
+  }
+  CHECK(negatives > 0);  // the case exercises the clamp
 }
