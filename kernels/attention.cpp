@@ -9,28 +9,12 @@
 #include "kernels/dispatch_checks.h"
 
 namespace nmt {
-namespace {
-
-void check_attention_shape(const char* op, const AttentionShape& shape, float dropout_p) {
-  if (shape.batch < 0 || shape.q_len < 0 || shape.kv_len < 0 || shape.heads < 1 ||
-      shape.head_dim < 1)
-    throw std::invalid_argument(
-        std::string(op) + ": invalid AttentionShape (batch " + std::to_string(shape.batch) +
-        ", q_len " + std::to_string(shape.q_len) + ", kv_len " + std::to_string(shape.kv_len) +
-        ", heads " + std::to_string(shape.heads) + ", head_dim " + std::to_string(shape.head_dim) +
-        ")");
-  if (!(dropout_p >= 0.0f && dropout_p < 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability " +
-                                std::to_string(dropout_p) + " is outside [0, 1)");
-}
-
-}  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kv_lengths,
                        Tensor& out, Tensor& probs, const AttentionShape& shape, float dropout_p,
                        const RngKey& key) {
   constexpr const char* op = "attention_forward";
-  check_attention_shape(op, shape, dropout_p);
+  detail::check_attention_shape(op, shape, dropout_p);
   const int64_t width = shape.heads * shape.head_dim;
   check_shape(op, "q", q, {shape.batch * shape.q_len, width});
   check_shape(op, "k", k, {shape.batch * shape.kv_len, width});
@@ -53,7 +37,7 @@ void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, c
                         Tensor& dv, const AttentionShape& shape, float dropout_p,
                         const RngKey& key) {
   constexpr const char* op = "attention_backward";
-  check_attention_shape(op, shape, dropout_p);
+  detail::check_attention_shape(op, shape, dropout_p);
   const int64_t width = shape.heads * shape.head_dim;
   const int64_t q_rows = shape.batch * shape.q_len, kv_rows = shape.batch * shape.kv_len;
   check_shape(op, "d_out", d_out, {q_rows, width});
@@ -68,7 +52,8 @@ void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, c
   detail::require_dtype(op, "kv_lengths", kv_lengths, DType::i32);
   check_same_device(op, {&d_out, &q, &k, &v, &probs, &kv_lengths, &dq, &dk, &dv});
   if (detail::call_device({&d_out, &q, &k, &v, &probs, &kv_lengths, &dq, &dk, &dv}) == Device::cuda)
-    return cuda::attention_backward(d_out, q, k, v, probs, kv_lengths, dq, dk, dv, shape, dropout_p, key);
+    return cuda::attention_backward(d_out, q, k, v, probs, kv_lengths, dq, dk, dv, shape, dropout_p,
+                                    key);
   cpu::attention_backward(
       detail::cpu_f32(op, "d_out", d_out), detail::cpu_f32(op, "q", q), detail::cpu_f32(op, "k", k),
       detail::cpu_f32(op, "v", v), detail::cpu_f32(op, "probs", probs),

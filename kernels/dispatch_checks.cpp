@@ -58,4 +58,17 @@ void throw_cuda_not_built(const char* op) {
   throw std::runtime_error(std::string(op) + ": the CUDA backend of this op is not built yet");
 }
 
+void check_attention_shape(const char* op, const AttentionShape& shape, float dropout_p) {
+  if (shape.batch < 0 || shape.q_len < 0 || shape.kv_len < 0 || shape.heads < 1 ||
+      shape.head_dim < 1)
+    throw std::invalid_argument(
+        std::string(op) + ": invalid AttentionShape (batch " + std::to_string(shape.batch) +
+        ", q_len " + std::to_string(shape.q_len) + ", kv_len " + std::to_string(shape.kv_len) +
+        ", heads " + std::to_string(shape.heads) + ", head_dim " + std::to_string(shape.head_dim) +
+        ")");
+  if (!(dropout_p >= 0.0f && dropout_p < 1.0f))
+    throw std::invalid_argument(std::string(op) + ": dropout probability " +
+                                std::to_string(dropout_p) + " is outside [0, 1)");
+}
+
 }  // namespace nmt::detail

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "kernels/attention.h"
 #include "kernels/tensor.h"
 
 namespace nmt::detail {
@@ -22,6 +23,10 @@ void require_rank(const char* op, const char* name, const Tensor& t, int rank, c
 // the dtype differs ("the ops are fp32-only on the CPU") or a non-empty shape has no data.
 float* cpu_f32(const char* op, const char* name, const Tensor& t);
 int32_t* cpu_i32(const char* op, const char* name, const Tensor& t);
+
+// Throws std::invalid_argument naming the op for a negative length or batch, no heads, no head
+// dimension, or a dropout probability outside [0, 1).
+void check_attention_shape(const char* op, const AttentionShape& shape, float dropout_p);
 
 // The device every non-empty tensor of the call lives on (after check_same_device).
 Device call_device(std::initializer_list<const Tensor*> tensors);

@@ -12,19 +12,6 @@
 namespace nmt {
 namespace {
 
-void check_fused_shape(const char* op, const AttentionShape& shape, float dropout_p) {
-  if (shape.batch < 0 || shape.q_len < 0 || shape.kv_len < 0 || shape.heads < 1 ||
-      shape.head_dim < 1)
-    throw std::invalid_argument(
-        std::string(op) + ": invalid AttentionShape (batch " + std::to_string(shape.batch) +
-        ", q_len " + std::to_string(shape.q_len) + ", kv_len " + std::to_string(shape.kv_len) +
-        ", heads " + std::to_string(shape.heads) + ", head_dim " + std::to_string(shape.head_dim) +
-        ")");
-  if (!(dropout_p >= 0.0f && dropout_p < 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability " +
-                                std::to_string(dropout_p) + " is outside [0, 1)");
-}
-
 // `t` is [rows, width] with the heads' columns [col, col + heads * head_dim) inside the width.
 void check_operand(const char* op, const char* name, const Tensor& t, int64_t col, int64_t rows,
                    const AttentionShape& shape) {
@@ -76,7 +63,7 @@ void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
                              Tensor& lse, const AttentionShape& shape, float dropout_p,
                              const RngKey& key) {
   constexpr const char* op = "fused_attention_forward";
-  check_fused_shape(op, shape, dropout_p);
+  detail::check_attention_shape(op, shape, dropout_p);
   const DType dtype = in.q.dtype;
   check_operands(op, in, shape, "q", "k", "v", dtype);
   check_shape(op, "kv_lengths", kv_lengths, {shape.batch});
@@ -101,7 +88,7 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
                               const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
                               const AttentionShape& shape, float dropout_p, const RngKey& key) {
   constexpr const char* op = "fused_attention_backward";
-  check_fused_shape(op, shape, dropout_p);
+  detail::check_attention_shape(op, shape, dropout_p);
   const DType dtype = in.q.dtype;
   check_operands(op, in, shape, "q", "k", "v", dtype);
   check_operands(op, grads, shape, "dq", "dk", "dv", dtype);
