@@ -10,7 +10,7 @@ namespace nmt {
 
 static Tensor slice(const Tensor& flat, int64_t offset, int64_t rows, int64_t cols) {
   Tensor t = flat;
-  t.data = static_cast<float*>(flat.data) + offset;
+  t.data = static_cast<char*>(flat.data) + offset * static_cast<int64_t>(dtype_size(flat.dtype));
   t.rank = 2;
   t.shape = {rows, cols, 0, 0};
   return t;
@@ -44,7 +44,8 @@ OptimizerStepStats Optimizer::step(int64_t step, double lr, double tokens, doubl
     stats.skipped = true;
     return stats;
   }
-  float scale = static_cast<float>(clip_factor(stats.grad_norm, static_cast<float>(clip_norm)) / divisor);
+  float scale =
+      static_cast<float>(clip_factor(stats.grad_norm, static_cast<float>(clip_norm)) / divisor);
   AdamHyper h;
   h.lr = static_cast<float>(lr);
   h.beta1 = static_cast<float>(cfg_.beta1);
@@ -53,15 +54,17 @@ OptimizerStepStats Optimizer::step(int64_t step, double lr, double tokens, doubl
   h.weight_decay = static_cast<float>(cfg_.weight_decay);
   h.step = step;
   Tensor master = params_.master(), grads = params_.grads(), m = m_.flat(), v = v_.flat();
+  Tensor working = params_.working_copy();  // written by the same launches (mixed precision)
   for (const Segment& s : segments_) {
     Tensor p = slice(master, s.offset, s.rows, s.cols), g = slice(grads, s.offset, s.rows, s.cols);
     Tensor ms = slice(m, s.offset, s.rows, s.cols), vs = slice(v, s.offset, s.rows, s.cols);
+    Tensor w = working.empty() ? Tensor() : slice(working, s.offset, s.rows, s.cols);
+    Tensor* compute = working.empty() ? nullptr : &w;
     if (s.lazy)
-      lazy_adam_update(p, g, ms, vs, h, scale);
+      lazy_adam_update(p, g, ms, vs, h, scale, compute);
     else
-      adam_update(p, g, ms, vs, h, scale);
+      adam_update(p, g, ms, vs, h, scale, compute);
   }
-  params_.sync_compute();
   return stats;
 }
 

@@ -51,6 +51,8 @@ class ParamStore {
   Tensor master() const { return master_.flat(); }  // [total] f32
   Tensor grads() const { return grads_.flat(); }    // [total] f32
   DType compute_dtype() const { return compute_dtype_; }
+  // [total] in compute_dtype(): the working copy, or empty in fp32 (the ops read the master).
+  Tensor working_copy() const { return compute_dtype_ == DType::f32 ? Tensor() : compute_.flat(); }
 
  private:
   std::deque<Param> params_;

@@ -8,6 +8,7 @@
 #include "kernels/cpu/optimizer.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/dispatch_checks.h"
+#include "kernels/elementwise.h"
 
 namespace nmt {
 namespace {
@@ -47,28 +48,30 @@ float clip_factor(double norm, float max_norm) {
 }
 
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                 float grad_scale) {
+                 float grad_scale, Tensor* compute) {
   constexpr const char* op = "adam_update";
   check_adam_tensors(op, param, grad, m, v);
   check_hyper(op, h);
   if (detail::call_device({&param, &grad, &m, &v}) == Device::cuda)
-    return cuda::adam_update(param, grad, m, v, h, grad_scale);
+    return cuda::adam_update(param, grad, m, v, h, grad_scale, compute);
   cpu::adam_update(detail::cpu_f32(op, "param", param), detail::cpu_f32(op, "grad", grad),
                    detail::cpu_f32(op, "m", m), detail::cpu_f32(op, "v", v), param.numel(), h,
                    grad_scale);
+  if (compute && !compute->empty()) convert_tensor(param, *compute);
 }
 
 void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                      float grad_scale) {
+                      float grad_scale, Tensor* compute) {
   constexpr const char* op = "lazy_adam_update";
   detail::require_rank(op, "param", param, 2, "[rows, cols]");
   check_adam_tensors(op, param, grad, m, v);
   check_hyper(op, h);
   if (detail::call_device({&param, &grad, &m, &v}) == Device::cuda)
-    return cuda::lazy_adam_update(param, grad, m, v, h, grad_scale);
+    return cuda::lazy_adam_update(param, grad, m, v, h, grad_scale, compute);
   cpu::lazy_adam_update(detail::cpu_f32(op, "param", param), detail::cpu_f32(op, "grad", grad),
                         detail::cpu_f32(op, "m", m), detail::cpu_f32(op, "v", v), param.dim(0),
                         param.dim(1), h, grad_scale);
+  if (compute && !compute->empty()) convert_tensor(param, *compute);
 }
 
 }  // namespace nmt

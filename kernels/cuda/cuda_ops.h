@@ -78,11 +78,13 @@ void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, c
 // --- optimizer.h (clip_factor is host arithmetic and has no device version) --------------------
 // x: any shape, f32, bf16 or f16. Synchronises the current stream to return the sum.
 double sum_of_squares(const Tensor& x);
-// param, grad, m, v: same shape, f32; one launch over the flat buffers.
+// param, grad, m, v: same shape, f32; one launch over the flat buffers. compute: nullptr or the
+// working copy (same shape, f32/bf16/f16), written with the updated parameters in the same pass.
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                 float grad_scale);
-// param, grad, m, v: [rows, cols] f32; rows whose gradient is all zeros are left untouched.
+                 float grad_scale, Tensor* compute = nullptr);
+// param, grad, m, v: [rows, cols] f32; rows whose gradient is all zeros are left untouched (and
+// their working-copy rows too).
 void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                      float grad_scale);
+                      float grad_scale, Tensor* compute = nullptr);
 
 }  // namespace nmt::cuda

@@ -91,10 +91,12 @@ __device__ __forceinline__ void adam_element(float& param, float raw_grad, float
   param = param * a.decay_factor - a.lr_t * m / (sqrtf(v) + a.eps);
 }
 
-template <int VEC>
+// compute: nullptr, or the working copy [n] written with the updated parameters (mixed precision:
+// one pass instead of a separate conversion after the update).
+template <int VEC, typename C>
 __global__ void adam_kernel(float* __restrict__ param, const float* __restrict__ grad,
                             float* __restrict__ m, float* __restrict__ v, int64_t n,
-                            AdamConstants a) {
+                            AdamConstants a, C* __restrict__ compute) {
   using P = Pack<float, VEC>;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = n / VEC;
@@ -108,16 +110,22 @@ __global__ void adam_kernel(float* __restrict__ param, const float* __restrict__
     reinterpret_cast<P*>(param)[i] = p;
     reinterpret_cast<P*>(m)[i] = pm;
     reinterpret_cast<P*>(v)[i] = pv;
+    if (compute)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) compute[i * VEC + j] = from_float<C>(p.v[j]);
   }
   const int64_t tail = packs * VEC + i;
-  if (i < n - packs * VEC) adam_element(param[tail], grad[tail], m[tail], v[tail], a);
+  if (i < n - packs * VEC) {
+    adam_element(param[tail], grad[tail], m[tail], v[tail], a);
+    if (compute) compute[tail] = from_float<C>(param[tail]);
+  }
 }
 
 // One warp per row: a row whose gradient is all zeros keeps its parameters and moments.
-template <int VEC>
+template <int VEC, typename C>
 __global__ void lazy_adam_kernel(float* __restrict__ param, const float* __restrict__ grad,
                                  float* __restrict__ m, float* __restrict__ v, int64_t rows,
-                                 int64_t cols, AdamConstants a) {
+                                 int64_t cols, AdamConstants a, C* __restrict__ compute) {
   using P = Pack<float, VEC>;
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
@@ -140,7 +148,26 @@ __global__ void lazy_adam_kernel(float* __restrict__ param, const float* __restr
     *reinterpret_cast<P*>(param + base + c) = p;
     *reinterpret_cast<P*>(m + base + c) = pm;
     *reinterpret_cast<P*>(v + base + c) = pv;
+    if (compute)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) compute[base + c + j] = from_float<C>(p.v[j]);
   }
+}
+
+// Calls f(TypeTag<C>{}, pointer) with the working copy's element type, or bf16 with nullptr when
+// there is none (the kernels then skip the store).
+template <typename F>
+void with_compute(const char* op, const Tensor* compute, const Tensor& param, F&& f) {
+  if (compute == nullptr || compute->empty()) {
+    f(TypeTag<__nv_bfloat16>{}, static_cast<__nv_bfloat16*>(nullptr));
+    return;
+  }
+  require_same_shape(op, "compute", *compute, "param", param);
+  require_on_gpu(op, {{"compute", compute}});
+  dispatch_float_dtype(compute->dtype, op, "compute", [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    f(tag, static_cast<C*>(compute->data));
+  });
 }
 
 void check_adam(const char* op, const Tensor& param, const Tensor& grad, const Tensor& m,
@@ -195,7 +222,7 @@ double sum_of_squares(const Tensor& x) {
 }
 
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                 float grad_scale) {
+                 float grad_scale, Tensor* compute) {
   constexpr const char* op = "adam_update";
   check_adam(op, param, grad, m, v);
   const int64_t n = param.numel();
@@ -206,16 +233,21 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
   const float* g = static_cast<const float*>(grad.data);
   float* pm = static_cast<float*>(m.data);
   float* pv = static_cast<float*>(v.data);
-  if (all_aligned(param, grad, m, v))
-    adam_kernel<4><<<blocks_for(std::max<int64_t>(n / 4, n % 4), kThreads), kThreads, 0, stream>>>(
-        p, g, pm, pv, n, constants);
-  else
-    adam_kernel<1><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(p, g, pm, pv, n, constants);
-  CUDA_CHECK_LAUNCH();
+  with_compute(op, compute, param, [&](auto tag, auto* working) {
+    using C = typename decltype(tag)::type;
+    if (all_aligned(param, grad, m, v))
+      adam_kernel<4, C>
+          <<<blocks_for(std::max<int64_t>(n / 4, n % 4), kThreads), kThreads, 0, stream>>>(
+              p, g, pm, pv, n, constants, working);
+    else
+      adam_kernel<1, C>
+          <<<blocks_for(n, kThreads), kThreads, 0, stream>>>(p, g, pm, pv, n, constants, working);
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                      float grad_scale) {
+                      float grad_scale, Tensor* compute) {
   constexpr const char* op = "lazy_adam_update";
   require_rank(op, "param", param, 2);
   check_adam(op, param, grad, m, v);
@@ -228,13 +260,16 @@ void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, c
   float* pm = static_cast<float*>(m.data);
   float* pv = static_cast<float*>(v.data);
   const unsigned blocks = blocks_for(rows, kWarpsPerBlock);
-  if (cols % 4 == 0 && all_aligned(param, grad, m, v))
-    lazy_adam_kernel<4>
-        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(p, g, pm, pv, rows, cols, constants);
-  else
-    lazy_adam_kernel<1>
-        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(p, g, pm, pv, rows, cols, constants);
-  CUDA_CHECK_LAUNCH();
+  with_compute(op, compute, param, [&](auto tag, auto* working) {
+    using C = typename decltype(tag)::type;
+    if (cols % 4 == 0 && all_aligned(param, grad, m, v))
+      lazy_adam_kernel<4, C><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(p, g, pm, pv, rows, cols,
+                                                                         constants, working);
+    else
+      lazy_adam_kernel<1, C><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(p, g, pm, pv, rows, cols,
+                                                                         constants, working);
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace nmt::cuda

@@ -76,4 +76,33 @@ TEST_CASE("cuda lazy_adam_update skips untouched rows", "[cuda][optimizer]") {
   }
 }
 
+TEST_CASE("cuda adam and lazy adam write the working copy in the same pass", "[cuda][optimizer]") {
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (bool lazy : {false, true}) {
+      INFO("dtype " << dtype_name(dtype) << " lazy " << lazy);
+      const int64_t rows = 37, cols = lazy ? 36 : 35, n = rows * cols;
+      std::vector<float> param = random_floats(n, 70), zeros(n, 0.0f);
+      std::vector<float> grad = random_floats(n, 71, -0.1f, 0.1f);
+      for (int64_t c = 0; c < cols; ++c) grad[5 * cols + c] = 0.0f;  // row 5 untouched when lazy
+      GpuTensor gp = upload(param, {rows, cols}, DType::f32),
+                gg = upload(grad, {rows, cols}, DType::f32),
+                gm = upload(zeros, {rows, cols}, DType::f32),
+                gv = upload(zeros, {rows, cols}, DType::f32);
+      GpuTensor work = upload(param, {rows, cols}, dtype);  // the working copy before the step
+      std::vector<float> before = download(work.view);
+      AdamHyper h;
+      h.lr = 1e-2f;
+      if (lazy)
+        cuda::lazy_adam_update(gp.view, gg.view, gm.view, gv.view, h, 1.0f, &work.view);
+      else
+        cuda::adam_update(gp.view, gg.view, gm.view, gv.view, h, 1.0f, &work.view);
+      std::vector<float> updated = download(gp.view), copy = download(work.view);
+      for (int64_t i = 0; i < n; ++i) {
+        INFO("element " << i);
+        REQUIRE(copy[i] == round_to(updated[i], dtype));
+        if (lazy && i / cols == 5) REQUIRE(copy[i] == before[i]);
+      }
+    }
+}
+
 }  // namespace nmt::test

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/half_host.h"
 #include "kernels/optimizer.h"
 #include "test/kernels/kernel_test_util.h"
 #include "test/support/catch.h"
@@ -128,4 +129,23 @@ TEST_CASE("optimizer ops reject bad hyperparameters and shapes, naming the op",
   CHECK(invalid_argument_message([&] {
           lazy_adam_update(p_2d, view(grad, {3, 2}), m_2d, v_2d, h, 1);
         }).find("lazy_adam_update: grad") != std::string::npos);
+}
+
+TEST_CASE("adam on the CPU writes a bf16 working copy of the updated parameters",
+          "[cpu][optimizer]") {
+  const int64_t n = 9;
+  std::vector<float> param(n), grad(n), m(n, 0.0f), v(n, 0.0f), back(n);
+  std::vector<uint16_t> working(n);
+  for (int64_t i = 0; i < n; ++i) {
+    param[i] = 0.3f * static_cast<float>(i) - 1.0f;
+    grad[i] = 0.01f * static_cast<float>(i % 4) - 0.015f;
+  }
+  nmt::Tensor p(param.data(), nmt::DType::f32, nmt::Device::cpu, {n});
+  nmt::Tensor g(grad.data(), nmt::DType::f32, nmt::Device::cpu, {n});
+  nmt::Tensor tm(m.data(), nmt::DType::f32, nmt::Device::cpu, {n});
+  nmt::Tensor tv(v.data(), nmt::DType::f32, nmt::Device::cpu, {n});
+  nmt::Tensor w(working.data(), nmt::DType::bf16, nmt::Device::cpu, {n});
+  nmt::AdamHyper h;
+  nmt::adam_update(p, g, tm, tv, h, 1.0f, &w);
+  for (int64_t i = 0; i < n; ++i) CHECK(working[i] == nmt::float_to_bf16(param[i]));
 }
