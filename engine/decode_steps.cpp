@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/host_copy.h"
 #include "engine/transformer.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
@@ -11,13 +12,6 @@
 namespace nmt {
 
 namespace {
-
-void upload_host_ids(const std::vector<int32_t>& host, const Buffer& dst) {  // [n] i32
-  Tensor src(const_cast<int32_t*>(host.data()), DType::i32, Device::cpu,
-             {static_cast<int64_t>(host.size())});
-  Tensor out = dst.view({static_cast<int64_t>(host.size())});
-  copy_tensor(src, out);
-}
 
 std::string plan_text(int64_t max_rows, int64_t max_len) {
   return " exceeds the planned maximum (" + std::to_string(max_rows) + " rows, length " +
@@ -37,8 +31,8 @@ Tensor Transformer::encode_sources(const Batch& batch) {
   batch_ = b;
   src_len_ = batch.src_len;
   tgt_len_ = 0;
-  upload_host_ids(batch.src, src_ids_);
-  upload_host_ids(batch.src_lengths, src_lengths_);
+  upload_i32(batch.src, src_ids_);
+  upload_i32(batch.src_lengths, src_lengths_);
   StepContext ctx;
   ctx.training = false;
   return encode(ctx);
@@ -62,9 +56,9 @@ Tensor Transformer::decode_last_logits(const Tensor& memory,
   src_len_ = memory_len;
   tgt_len_ = prefix_len;
   embed_p_ = 0;  // decode() reads the embedding dropout rate the last encode() left
-  upload_host_ids(memory_lengths, src_lengths_);
-  upload_host_ids(prefixes, tgt_in_);
-  upload_host_ids(std::vector<int32_t>(rows, static_cast<int32_t>(prefix_len)), tgt_lengths_);
+  upload_i32(memory_lengths, src_lengths_);
+  upload_i32(prefixes, tgt_in_);
+  upload_i32(std::vector<int32_t>(rows, static_cast<int32_t>(prefix_len)), tgt_lengths_);
   StepContext ctx;
   ctx.training = false;
   Tensor dec_out = decode(memory, ctx);  // [rows * prefix_len, d_model]

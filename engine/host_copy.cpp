@@ -1,4 +1,4 @@
-// Device-to-host reads through a raw 16-bit staging copy, converted on the host.
+// Device-to-host reads (through a raw 16-bit staging copy, converted on the host) and id uploads.
 #include "engine/host_copy.h"
 
 #include <cstdint>
@@ -20,6 +20,13 @@ void copy_to_host_f32(const Tensor& src, std::vector<float>& out) {
   staged.data = raw.data();
   copy_tensor(src, staged);
   convert_tensor(staged, host);
+}
+
+void upload_i32(const std::vector<int32_t>& host, const Buffer& dst) {
+  Tensor src(const_cast<int32_t*>(host.data()), DType::i32, Device::cpu,
+             {static_cast<int64_t>(host.size())});
+  Tensor out = dst.view({static_cast<int64_t>(host.size())});
+  copy_tensor(src, out);
 }
 
 }  // namespace nmt

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/host_copy.h"
 #include "kernels/decode_ops.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
@@ -15,13 +16,6 @@
 namespace nmt {
 
 namespace {
-
-void upload(const std::vector<int32_t>& host, const Buffer& dst) {  // host: [n] i32
-  Tensor src(const_cast<int32_t*>(host.data()), DType::i32, Device::cpu,
-             {static_cast<int64_t>(host.size())});
-  Tensor out = dst.view({static_cast<int64_t>(host.size())});
-  copy_tensor(src, out);
-}
 
 std::string number(int64_t n) {
   return std::to_string(n);
@@ -151,7 +145,7 @@ void IncrementalDecoder::start(const Tensor& memory, const std::vector<int32_t>&
   positions_ = positions;
   next_position_ = 0;
   host_source_lengths_ = source_lengths;
-  upload(host_source_lengths_, source_lengths_);
+  upload_i32(host_source_lengths_, source_lengths_);
   Tensor no_bias;
   for (Layer& layer : layers_) {
     Tensor k = layer.cross_k.view({sources * src_len, d}),
@@ -191,7 +185,7 @@ void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
   // One upload: the parent rows, then the parent sources.
   host_ints_.assign(parents.begin(), parents.end());
   host_ints_.insert(host_ints_.end(), source_of.begin(), source_of.end());
-  upload(host_ints_, gather_ints_);
+  upload_i32(host_ints_, gather_ints_);
   Tensor row_index = gather_ints_.view({new_rows});
   // Gather into the spare buffer, then swap the two: one copy per cache, no second buffer per
   // layer. Only the positions decoded so far are copied.
@@ -212,7 +206,7 @@ void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
     std::vector<int32_t> lengths(static_cast<size_t>(new_sources));
     for (int64_t b = 0; b < new_sources; ++b) lengths[b] = host_source_lengths_[source_of[b]];
     host_source_lengths_ = std::move(lengths);
-    upload(host_source_lengths_, source_lengths_);
+    upload_i32(host_source_lengths_, source_lengths_);
   }
   rows_ = new_rows;
   sources_ = new_sources;

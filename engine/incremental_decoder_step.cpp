@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/host_copy.h"
 #include "engine/incremental_decoder.h"
 #include "kernels/attention.h"
 #include "kernels/decode_ops.h"
@@ -93,9 +94,8 @@ Tensor IncrementalDecoder::step(const std::vector<int32_t>& tokens, int64_t posi
   // One upload per step: the ids, then every row's self-attention length (position + 1).
   host_ints_.assign(tokens.begin(), tokens.end());
   host_ints_.resize(static_cast<size_t>(2 * rows_), static_cast<int32_t>(position + 1));
-  Tensor host(host_ints_.data(), DType::i32, Device::cpu, {2 * rows_});
+  upload_i32(host_ints_, step_ints_);
   Tensor ints = step_ints_.view({2 * rows_});
-  copy_tensor(host, ints);
 
   Tensor x = hidden_[0].view({rows_, d}), y = hidden_[1].view({rows_, d});
   embedding_forward_at(ints.rows(0, rows_), embedding_->compute, x, position,

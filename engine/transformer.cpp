@@ -117,13 +117,6 @@ void Transformer::zero_grads() {
   fill_zero(g);
 }
 
-static void upload_ids(const std::vector<int32_t>& host, const Buffer& dst) {
-  Tensor src(const_cast<int32_t*>(host.data()), DType::i32, Device::cpu,
-             {static_cast<int64_t>(host.size())});
-  Tensor out = dst.view({static_cast<int64_t>(host.size())});
-  copy_tensor(src, out);
-}
-
 void Transformer::upload(const Batch& batch) {
   int64_t b = batch.sentences;
   if (b * batch.src_len > max_rows_ || b * batch.tgt_len > max_rows_ || batch.src_len > max_len_ ||
@@ -135,11 +128,11 @@ void Transformer::upload(const Batch& batch) {
   batch_ = b;
   src_len_ = batch.src_len;
   tgt_len_ = batch.tgt_len;
-  upload_ids(batch.src, src_ids_);
-  upload_ids(batch.tgt_in, tgt_in_);
-  upload_ids(batch.tgt_out, tgt_out_);
-  upload_ids(batch.src_lengths, src_lengths_);
-  upload_ids(batch.tgt_lengths, tgt_lengths_);
+  upload_i32(batch.src, src_ids_);
+  upload_i32(batch.tgt_in, tgt_in_);
+  upload_i32(batch.tgt_out, tgt_out_);
+  upload_i32(batch.src_lengths, src_lengths_);
+  upload_i32(batch.tgt_lengths, tgt_lengths_);
 }
 
 Tensor Transformer::encode(const StepContext& ctx) {
@@ -275,8 +268,8 @@ std::vector<std::vector<int32_t>> Transformer::greedy_decode(const Batch& batch,
       lengths[i] = static_cast<int32_t>(t);
     }
     tgt_len_ = t;
-    upload_ids(prefix_ids, tgt_in_);
-    upload_ids(lengths, tgt_lengths_);
+    upload_i32(prefix_ids, tgt_in_);
+    upload_i32(lengths, tgt_lengths_);
     Tensor dec_out = decode(enc_out, ctx);
     Tensor last = ws_.s2.view({b, d});
     for (int64_t i = 0; i < b; ++i) {

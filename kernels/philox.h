@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define NMT_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define NMT_HOST_DEVICE inline
-#endif
+#include "kernels/host_device.h"
 
 namespace nmt {
 

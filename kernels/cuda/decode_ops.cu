@@ -12,26 +12,18 @@
 #include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/sinusoid.h"
 
 namespace nmt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-// sinusoid: [d_model] f32 at `position`, the formula of nmt::sinusoid_position.
+// sinusoid: [d_model] f32 at `position` (kernels/sinusoid.h).
 __global__ void sinusoid_row(float* __restrict__ sinusoid, int64_t position, int64_t d_model) {
   const int64_t dim = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (dim >= d_model) return;
-  const int64_t half = d_model / 2;
-  float value = 0.0f;
-  if (dim < 2 * half) {
-    const int64_t i = dim < half ? dim : dim - half;
-    const double denominator = static_cast<double>(half - 1 > 1 ? half - 1 : 1);
-    const double inv_freq = exp(-static_cast<double>(i) * log(10000.0) / denominator);
-    const double angle = static_cast<double>(position) * inv_freq;
-    value = static_cast<float>(dim < half ? sin(angle) : cos(angle));
-  }
-  sinusoid[dim] = value;
+  sinusoid[dim] = sinusoid_value(position, dim, d_model);
 }
 
 // One block per row, threads over columns (decoding rows are few and short).

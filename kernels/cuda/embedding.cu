@@ -14,6 +14,7 @@
 #include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/sinusoid.h"
 
 namespace nmt::cuda {
 namespace {
@@ -22,21 +23,11 @@ constexpr int kThreads = 256;
 constexpr int kColumnThreads = 128;
 constexpr int kChunk = 32;  // sorted rows per chunk of the backward
 
-// positions: [seq_len, d_model] f32, the formula of nmt::sinusoid_position (kernels/embedding.cpp).
+// positions: [seq_len, d_model] f32 (kernels/sinusoid.h).
 __global__ void sinusoid_table(float* __restrict__ positions, int64_t seq_len, int64_t d_model) {
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= seq_len * d_model) return;
-  const int64_t position = index / d_model, dim = index % d_model;
-  const int64_t half = d_model / 2;
-  float value = 0.0f;
-  if (dim < 2 * half) {
-    const int64_t i = dim < half ? dim : dim - half;
-    const double denominator = static_cast<double>(half - 1 > 1 ? half - 1 : 1);
-    const double inv_freq = exp(-static_cast<double>(i) * log(10000.0) / denominator);
-    const double angle = static_cast<double>(position) * inv_freq;
-    value = static_cast<float>(dim < half ? sin(angle) : cos(angle));
-  }
-  positions[index] = value;
+  positions[index] = sinusoid_value(index / d_model, index % d_model, d_model);
 }
 
 // One block per row, threads over packs of VEC columns.
