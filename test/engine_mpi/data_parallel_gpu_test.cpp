@@ -11,6 +11,7 @@
 
 #include "engine/config.h"
 #include "engine/trainer.h"
+#include "test/engine_mpi/rank_compare.h"
 #include "test/support/catch.h"
 
 namespace {
@@ -42,14 +43,6 @@ nmt::RunConfig gpu_config(nmt::DType precision, nmt::DType wire) {
   return c;
 }
 
-bool identical_on_every_rank(std::vector<float>& values) {
-  auto n = static_cast<int>(values.size());
-  std::vector<float> lo(values.size()), hi(values.size());
-  MPI_Allreduce(values.data(), lo.data(), n, MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(values.data(), hi.data(), n, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
-  return std::equal(lo.begin(), lo.end(), hi.begin());
-}
-
 }  // namespace
 
 TEST_CASE("two GPUs train to bit-identical parameters with the overlapped exchange",
@@ -57,9 +50,9 @@ TEST_CASE("two GPUs train to bit-identical parameters with the overlapped exchan
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   REQUIRE(size == 2);
-  for (auto [precision, wire] : {std::pair{nmt::DType::f32, nmt::DType::f32},
-                                 std::pair{nmt::DType::bf16, nmt::DType::f32},
-                                 std::pair{nmt::DType::bf16, nmt::DType::bf16}}) {
+  for (auto [precision, wire] :
+       {std::pair{nmt::DType::f32, nmt::DType::f32}, std::pair{nmt::DType::bf16, nmt::DType::f32},
+        std::pair{nmt::DType::bf16, nmt::DType::bf16}}) {
     INFO("precision " << nmt::dtype_name(precision) << ", all-reduce in " << nmt::dtype_name(wire));
     std::vector<float> distributed;
     std::ostringstream log;
@@ -68,7 +61,7 @@ TEST_CASE("two GPUs train to bit-identical parameters with the overlapped exchan
     nmt::TrainSummary s = nmt::run_training(gpu_config(precision, wire), log, dp);
     CHECK(s.steps == 20);
     CHECK(std::isfinite(s.last_loss));
-    CHECK(identical_on_every_rank(distributed));
+    CHECK(nmt::test::identical_on_every_rank(distributed));
     if (precision != nmt::DType::f32) continue;
 
     std::vector<float> single;
@@ -78,12 +71,9 @@ TEST_CASE("two GPUs train to bit-identical parameters with the overlapped exchan
     alone.final_parameters = &single;
     nmt::run_training(gpu_config(precision, wire), log_single, alone);
     REQUIRE(single.size() == distributed.size());
-    double diff = 0, scale = 1e-12;
-    for (size_t i = 0; i < single.size(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::abs(single[i] - distributed[i])));
-      scale = std::max(scale, static_cast<double>(std::abs(single[i])));
-    }
-    INFO("single vs data-parallel parameters: max difference " << diff << " at scale " << scale);
-    CHECK(diff / scale < 1e-4);
+    nmt::test::ScaledDifference d = nmt::test::scaled_difference(single, distributed);
+    INFO("single vs data-parallel parameters: max difference " << d.max_difference << " at scale "
+                                                               << d.scale);
+    CHECK(d.relative() < 1e-4);
   }
 }

@@ -1,5 +1,6 @@
-// Data-parallel training under mpiexec -n 2 (CPU, MPI): after N steps every rank holds bit-identical
-// parameters, equal within fp32 tolerance to one process trained on the union of the ranks' batches.
+// Data-parallel training under mpiexec -n 2 (CPU, MPI): after N steps every rank holds
+// bit-identical parameters, equal within fp32 tolerance to one process trained on the union of the
+// ranks' batches.
 #include <mpi.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "engine/config.h"
 #include "engine/trainer.h"
+#include "test/engine_mpi/rank_compare.h"
 #include "test/support/catch.h"
 
 namespace {
@@ -23,9 +25,9 @@ nmt::RunConfig small_config() {
   c.model.d_model = 32;
   c.model.num_heads = 4;
   c.model.ffn_dim = 64;
-  // Dropout masks are keyed by rank and element position inside each rank's own batch, so with dropout a
-  // data-parallel run draws other masks than one process over the union (both are valid draws);
-  // the comparison needs it off.
+  // Dropout masks are keyed by rank and element position inside each rank's own batch, so with
+  // dropout a data-parallel run draws other masks than one process over the union (both are valid
+  // draws); the comparison needs it off.
   c.model.dropout = c.model.attention_dropout = c.model.relu_dropout = 0.0;
   c.train.device = nmt::Device::cpu;
   c.train.precision = nmt::DType::f32;
@@ -60,14 +62,10 @@ TEST_CASE("two ranks train to bit-identical parameters, equal to one process on 
   dp.final_parameters = &distributed;
   nmt::TrainSummary s = nmt::run_training(small_config(), log_distributed, dp);
   CHECK(s.steps == 20);
-  if (rank == 0) CHECK(log_distributed.str().find("data parallel: 2 ranks over mpi") != std::string::npos);
+  if (rank == 0)
+    CHECK(log_distributed.str().find("data parallel: 2 ranks over mpi") != std::string::npos);
 
-  // Bit-identical on every rank: element-wise min and max over ranks agree exactly.
-  auto n = static_cast<int>(distributed.size());
-  std::vector<float> lo(distributed.size()), hi(distributed.size());
-  MPI_Allreduce(distributed.data(), lo.data(), n, MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(distributed.data(), hi.data(), n, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(std::equal(lo.begin(), lo.end(), hi.begin()));
+  CHECK(nmt::test::identical_on_every_rank(distributed));
 
   // One process over the whole global batch (each rank runs it alone, identically).
   nmt::TrainOptions alone;
@@ -75,13 +73,10 @@ TEST_CASE("two ranks train to bit-identical parameters, equal to one process on 
   alone.final_parameters = &single;
   nmt::run_training(small_config(), log_single, alone);
   REQUIRE(single.size() == distributed.size());
-  double diff = 0, scale = 1e-12;
-  for (size_t i = 0; i < single.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(single[i] - distributed[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(single[i])));
-  }
+  nmt::test::ScaledDifference d = nmt::test::scaled_difference(single, distributed);
   // The two runs sum each gradient in a different order (two partial sums, then their sum).
-  INFO("single vs data-parallel parameters: max difference " << diff << " at scale " << scale);
-  CHECK(diff / scale < 1e-5);
+  INFO("single vs data-parallel parameters: max difference " << d.max_difference << " at scale "
+                                                             << d.scale);
+  CHECK(d.relative() < 1e-5);
   if (rank == 0) INFO(log_distributed.str());
 }
