@@ -107,6 +107,10 @@ GradBuckets::~GradBuckets() {
   if (!wire_.empty()) cudaFree(wire_.data);
 }
 
+cudaStream_t GradBuckets::compute_stream() const {
+  return compute_stream_ ? compute_stream_ : cuda::current_stream();
+}
+
 int GradBuckets::bucket_of(int64_t element) const {
   if (element < 0 || element >= total_) {
     throw CommError("GradBuckets: element " + std::to_string(element) +
@@ -174,7 +178,7 @@ void GradBuckets::start_buckets(int first, int last) {
     if (wire_.empty()) {
       views.push_back(grads);
     } else {  // enqueued behind the backward work that produced these gradients
-      cuda::StreamScope scope(compute_stream_ ? compute_stream_ : cuda::current_stream());
+      cuda::StreamScope scope(compute_stream());
       Tensor wire = wire_.rows(r.begin, r.end);
       convert_tensor(grads, wire);
       views.push_back(wire);
@@ -232,7 +236,7 @@ void GradBuckets::finish() {
   const bool on_gpu = grads_.device == Device::cuda && !in_flight_.empty() &&
                       in_flight_.front().request->done_event() != nullptr;
   if (on_gpu) {
-    cudaStream_t compute = compute_stream_ ? compute_stream_ : cuda::current_stream();
+    cudaStream_t compute = compute_stream();
     CUDA_CHECK(cudaEventRecord(backward_done_, compute));
   }
   const Clock::time_point start = Clock::now();
@@ -263,7 +267,7 @@ void GradBuckets::finish() {
   }
   stats_ = s;
   if (!wire_.empty() && total_ > 0) {  // the sums back into the fp32 buffer, before the optimizer
-    cuda::StreamScope scope(compute_stream_ ? compute_stream_ : cuda::current_stream());
+    cuda::StreamScope scope(compute_stream());
     convert_tensor(wire_, grads_);
   }
   clear_marks();

@@ -100,6 +100,7 @@ class GradBuckets {
   };
 
   void start_buckets(int first, int last);  // inclusive range of buckets that became ready
+  cudaStream_t compute_stream() const;      // the one set, else the current stream
   void poll();
   void wait_all();
   void clear_marks();
