@@ -86,6 +86,10 @@ inline dim3 tile_grid(const Params& p, int64_t rows) {
               static_cast<unsigned>((rows + kTile - 1) / kTile));
 }
 
+// Whether the wgmma (sm_90a) kernel variants can run on the current GPU; probed once per process
+// (flash_attention_wgmma_probe.cu).
+bool wgmma_kernels_usable();
+
 // rowsum(d_out * out) per query and head, into p.delta (flash_attention_backward.cu).
 void launch_backward_delta(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
 // dQ for every query tile, looping over key tiles (flash_attention_backward_dq.cu).
