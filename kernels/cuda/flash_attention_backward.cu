@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/flash_attention_backward_tile.cuh"
 #include "kernels/cuda/flash_attention_common.cuh"
 #include "kernels/cuda/flash_attention_launch.cuh"
 #include "kernels/cuda/scratch.h"
@@ -45,7 +46,6 @@ __global__ void delta_kernel(const Params p) {
 // 32 at a time so that the dK, dV accumulators and the scores of a chunk fit without spilling.
 template <typename T, int D, bool kFuseDq>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(const Params p) {
-  constexpr int kChunk = D <= 64 ? 64 : 16;  // queries per inner step
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_k = reinterpret_cast<T*>(smem);
   T* s_v = s_k + kTileElements<D>;
@@ -57,7 +57,6 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const Params p) {
   T* s_ds = reinterpret_cast<T*>(s_keep + kTile * kMaskStride);          // [key][query], kFuseDq
   T* s_o = s_ds + kTileElements<kTile>;  // two stages of the out tile, kFuseDq (for delta)
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
   const int n0 = blockIdx.y * kTile;
   const int length = clamped_length(p, b);
@@ -107,8 +106,6 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const Params p) {
   load_query_tile(first_q_tile, 0);
   cp_async_commit();
 
-  const bool dropout = p.dropout_p > 0.0f;
-  const int key0 = n0 + warp * 16 + g;  // key of accumulator rows 0, 1; key0 + 8 for 2, 3
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};
 
   for (int tile = first_q_tile; tile < q_tiles; ++tile) {
@@ -120,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const Params p) {
     } else {
       cp_async_wait<0>();
     }
-    if (dropout)
+    if (p.dropout_p > 0.0f)
       fill_dropout_tile(s_keep, p.key, p.dropout_p,
                         (static_cast<uint64_t>(bh) * p.q_len + m0) * p.kv_len + n0, p.kv_len);
     __syncthreads();
@@ -129,161 +126,20 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const Params p) {
     const float* tile_lse = s_lse + stage * kTile;
     const float* tile_delta = s_delta + stage * kTile;
     if constexpr (kFuseDq) {
-      // delta of the tile's queries from the staged out and d_out: two threads per row.
-      const int row = threadIdx.x / 2, half = threadIdx.x % 2;
-      const T* o_row = s_o + stage * kTileElements<D> + row * kRowStride<D> + half * (D / 2);
-      const T* do_row = tile_do + row * kRowStride<D> + half * (D / 2);
-      float sum = 0.0f;
-#pragma unroll
-      for (int c = 0; c < D / 2; c += 2) {
-        const float2 o2 = to_float2(*reinterpret_cast<const typename Vec2<T>::type*>(o_row + c));
-        const float2 d2 = to_float2(*reinterpret_cast<const typename Vec2<T>::type*>(do_row + c));
-        sum += o2.x * d2.x + o2.y * d2.y;
-      }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      if (half == 0) s_delta[stage * kTile + row] = sum;
+      stage_tile_delta<T, D>(s_o + stage * kTileElements<D>, tile_do, s_delta + stage * kTile);
       __syncthreads();
     }
-
-#pragma unroll 1  // unrolled, the compiler overlaps the chunks and spills
-    for (int qc = 0; qc < kTile; qc += kChunk) {
-      // Sᵀ = k qᵀ: rows are the warp's 16 keys, columns the chunk's queries.
-      float pt[kChunk / 8][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, a_rows<D>(s_k, warp * 16, kk * 16, lane));
-#pragma unroll
-        for (int np = 0; np < kChunk / 16; ++np) {
-          uint32_t bf[4];
-          ldmatrix_x4(bf, b_rows_nk<D>(tile_q, qc + np * 16, kk * 16, lane));
-          mma<T>(pt[2 * np], a, bf[0], bf[1]);
-          mma<T>(pt[2 * np + 1], a, bf[2], bf[3]);
-        }
-      }
-      // Pᵀ from the saved lse; masked keys (past the length, or after the query) get 0.
-      const bool masked = n0 + kTile > length || (p.causal && n0 + warp * 16 + 15 > m0 + qc);
-#pragma unroll
-      for (int nt = 0; nt < kChunk / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int query = qc + nt * 8 + 2 * t4 + (e & 1), key = key0 + (e / 2) * 8;
-          const float prob = fast_exp2(fmaf(pt[nt][e], p.scale_log2, -tile_lse[query]));
-          pt[nt][e] = masked && (key >= length || (p.causal && key > m0 + query)) ? 0.0f : prob;
-        }
-      // The dropout factor Z of accumulator element (nt, e).
-      auto keep_factor = [&](int nt, int e) {
-        if (!dropout) return 1.0f;
-        const int query = qc + nt * 8 + 2 * t4 + (e & 1), key = warp * 16 + g + (e / 2) * 8;
-        return s_keep[query * kMaskStride + key] ? p.keep_scale : 0.0f;
-      };
-      // dV += (P * Z)ᵀ dO.
-#pragma unroll
-      for (int kq = 0; kq < kChunk / 16; ++kq) {
-        uint32_t a[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int nt = 2 * kq + i / 2, e = (i % 2) * 2;
-          a[i] = pack2<T>(pt[nt][e] * keep_factor(nt, e), pt[nt][e + 1] * keep_factor(nt, e + 1));
-        }
-#pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-          uint32_t bf[4];
-          ldmatrix_x4_trans(bf, b_rows_kn<D>(tile_do, qc + kq * 16, dp * 16, lane));
-          mma<T>(dv_acc[2 * dp], a, bf[0], bf[1]);
-          mma<T>(dv_acc[2 * dp + 1], a, bf[2], bf[3]);
-        }
-      }
-      // dPᵀ = v dOᵀ, then dSᵀ = P * (dP * Z - delta) in place.
-      float ds[kChunk / 8][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, a_rows<D>(s_v, warp * 16, kk * 16, lane));
-#pragma unroll
-        for (int np = 0; np < kChunk / 16; ++np) {
-          uint32_t bf[4];
-          ldmatrix_x4(bf, b_rows_nk<D>(tile_do, qc + np * 16, kk * 16, lane));
-          mma<T>(ds[2 * np], a, bf[0], bf[1]);
-          mma<T>(ds[2 * np + 1], a, bf[2], bf[3]);
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < kChunk / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int query = qc + nt * 8 + 2 * t4 + (e & 1);
-          ds[nt][e] = pt[nt][e] * (ds[nt][e] * keep_factor(nt, e) - tile_delta[query]);
-        }
-        // dK += dSᵀ q (the 1/sqrt(dh) of the scores is applied once at the end).
-#pragma unroll
-      for (int kq = 0; kq < kChunk / 16; ++kq) {
-        uint32_t a[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int nt = 2 * kq + i / 2, e = (i % 2) * 2;
-          a[i] = pack2<T>(ds[nt][e], ds[nt][e + 1]);
-        }
-#pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-          uint32_t bf[4];
-          ldmatrix_x4_trans(bf, b_rows_kn<D>(tile_q, qc + kq * 16, dp * 16, lane));
-          mma<T>(dk_acc[2 * dp], a, bf[0], bf[1]);
-          mma<T>(dk_acc[2 * dp + 1], a, bf[2], bf[3]);
-        }
-      }
-      if constexpr (kFuseDq) {  // keep dSᵀ ([key][query]) for the dQ product below
-#pragma unroll
-        for (int nt = 0; nt < kChunk / 8; ++nt) {
-          const int col = qc + nt * 8 + 2 * t4, row = warp * 16 + g;
-          *reinterpret_cast<uint32_t*>(s_ds + row * kRowStride<kTile> + col) =
-              pack2<T>(ds[nt][0], ds[nt][1]);
-          *reinterpret_cast<uint32_t*>(s_ds + (row + 8) * kRowStride<kTile> + col) =
-              pack2<T>(ds[nt][2], ds[nt][3]);
-        }
-      }
-    }
+    key_tile_products<T, D, kFuseDq>(p, s_k, s_v, tile_q, tile_do, tile_lse, tile_delta, s_keep,
+                                     s_ds, dk_acc, dv_acc, n0, m0, length);
     if constexpr (kFuseDq) {
-      // This block holds every key, so the tile's dQ rows are complete here: each warp takes 16
-      // queries, dQ = dS k over the 64 keys.
       __syncthreads();  // s_ds complete; also every warp is done with tile_q and tile_do
-      float dq_acc[D / 8][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4_trans(a, b_rows_nk<kTile>(s_ds, kk * 16, warp * 16, lane));
-#pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-          uint32_t bf[4];
-          ldmatrix_x4_trans(bf, b_rows_kn<D>(s_k, kk * 16, dp * 16, lane));
-          mma<T>(dq_acc[2 * dp], a, bf[0], bf[1]);
-          mma<T>(dq_acc[2 * dp + 1], a, bf[2], bf[3]);
-        }
-      }
-      T* staged = s_do + stage * kTileElements<D> + warp * 16 * kRowStride<D>;
-      stage_accumulators<T, D>(staged, dq_acc, p.scale, lane);
-      __syncwarp();
-      const int rows = min(16, p.q_len - m0 - warp * 16);
-      if (rows > 0)
-        store_warp_rows<T, D>(dq + static_cast<int64_t>(m0 + warp * 16) * p.dq_stride, p.dq_stride,
-                              staged, rows, p.vector_io, lane);
+      write_fused_dq_rows<T, D>(
+          p, s_ds, s_k, s_do + stage * kTileElements<D> + (threadIdx.x / 32) * 16 * kRowStride<D>,
+          dq, m0);
     }
     __syncthreads();  // the next prefetch overwrites this stage
   }
-
-  // Stage in the warp's own rows of s_k / s_v (no longer read), write 16-byte chunks.
-  T* staged_k = s_k + warp * 16 * kRowStride<D>;
-  T* staged_v = s_v + warp * 16 * kRowStride<D>;
-  stage_accumulators<T, D>(staged_k, dk_acc, p.scale, lane);
-  stage_accumulators<T, D>(staged_v, dv_acc, 1.0f, lane);
-  __syncwarp();
-  const int rows = min(16, kv_rows - warp * 16);
-  if (rows > 0) {
-    store_warp_rows<T, D>(dk + static_cast<int64_t>(warp * 16) * p.dk_stride, p.dk_stride, staged_k,
-                          rows, p.vector_io, lane);
-    store_warp_rows<T, D>(dv + static_cast<int64_t>(warp * 16) * p.dv_stride, p.dv_stride, staged_v,
-                          rows, p.vector_io, lane);
-  }
+  write_key_rows<T, D>(p, dk_acc, dv_acc, s_k, s_v, dk, dv, kv_rows);
 }
 
 template <typename T, int D, bool kFuseDq>
@@ -344,6 +200,9 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
   cudaStream_t stream = current_stream();
   const int head_dim = static_cast<int>(shape.head_dim);
   // kv_len <= 64: one key tile per (sentence, head), which then also writes dQ and needs no delta.
+  if (head_dim == 64 && shape.q_len > 0 && shape.q_len <= flash::kTile && shape.kv_len > 0 &&
+      shape.kv_len <= flash::kTile)
+    return flash::launch_backward_short(dtype, p, stream);
   const bool fuse_dq = shape.kv_len > 0 && shape.kv_len <= flash::kTile;
   if (shape.q_len > 0 && !fuse_dq) {
     const size_t delta_bytes = static_cast<size_t>(shape.batch * shape.heads * shape.q_len) * 4;

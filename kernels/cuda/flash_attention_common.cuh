@@ -160,6 +160,61 @@ __device__ __forceinline__ const T* b_rows_kn(const T* tile, int k0, int n0, int
   return tile + (k0 + (lane % 8) + ((lane / 8) % 2) * 8) * kRowStride<D> + n0 + (lane / 16) * 8;
 }
 
+// s[mt] = the scores of the warp's row tiles (A fragments q_frag[mt]) against the 64 keys of a
+// [kTile][kRowStride<D>] K tile: each K fragment read from shared memory feeds kRowTiles MMAs.
+template <typename T, int D, int kRowTiles>
+__device__ __forceinline__ void score_tile(float (&s)[kRowTiles][8][4],
+                                           const uint32_t (&q_frag)[kRowTiles][D / 16][4],
+                                           const T* tile_k, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t bf[4];
+      ldmatrix_x4(bf, b_rows_nk<D>(tile_k, np * 16, kk * 16, lane));
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt) {
+        mma<T>(s[mt][2 * np], q_frag[mt][kk], bf[0], bf[1]);
+        mma<T>(s[mt][2 * np + 1], q_frag[mt][kk], bf[2], bf[3]);
+      }
+    }
+}
+
+// o[mt] += p[mt] v for the 64 keys of a [kTile][kRowStride<D>] V tile: the accumulators of key
+// chunks 2kk, 2kk+1 are the A fragment of keys 16kk..16kk+15.
+template <typename T, int D, int kRowTiles>
+__device__ __forceinline__ void accumulate_pv(float (&o)[kRowTiles][D / 8][4],
+                                              const float (&p)[kRowTiles][8][4], const T* tile_v,
+                                              int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[kRowTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt) {
+      a[mt][0] = pack2<T>(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+      a[mt][1] = pack2<T>(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+      a[mt][2] = pack2<T>(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+      a[mt][3] = pack2<T>(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t bf[4];
+      ldmatrix_x4_trans(bf, b_rows_kn<D>(tile_v, kk * 16, dp * 16, lane));
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt) {
+        mma<T>(o[mt][2 * dp], a[mt], bf[0], bf[1]);
+        mma<T>(o[mt][2 * dp + 1], a[mt], bf[2], bf[3]);
+      }
+    }
+  }
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -239,6 +294,38 @@ __device__ __forceinline__ void stage_accumulators(T* smem_rows, const float (&a
         pack2<T>(acc[n][0] * factor, acc[n][1] * factor);
     *reinterpret_cast<uint32_t*>(smem_rows + (g + 8) * kRowStride<D> + col) =
         pack2<T>(acc[n][2] * factor, acc[n][3] * factor);
+  }
+}
+
+// Normalises a warp's 16 output rows (accumulators o, running max and this thread's share of the
+// row sums for rows g and g + 8), stages them in the warp's 16 rows `staged` of shared memory and
+// writes rows [0, rows) to out (16-byte chunks where p.vector_io) and their log-sum-exp to lse.
+template <typename T, int D>
+__device__ __forceinline__ void write_output_rows(float (&o)[D / 8][4], const float (&row_max)[2],
+                                                  const float (&row_sum)[2], const Params& p,
+                                                  T* staged, T* out, float* lse, int rows,
+                                                  int lane) {
+  float lse_rows[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = row_sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float factor = sum > 0.0f ? p.keep_scale / sum : 0.0f;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      o[dt][2 * r] *= factor;
+      o[dt][2 * r + 1] *= factor;
+    }
+    lse_rows[r] = sum > 0.0f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
+  }
+  stage_accumulators<T, D>(staged, o, 1.0f, lane);
+  __syncwarp();
+  if (rows > 0) store_warp_rows<T, D>(out, p.out_stride, staged, rows, p.vector_io, lane);
+  const int g = lane / 4;
+  if (lane % 4 == 0) {
+    if (g < rows) lse[g] = lse_rows[0];
+    if (g + 8 < rows) lse[g + 8] = lse_rows[1];
   }
 }
 

@@ -17,6 +17,82 @@
 namespace nmt::cuda::flash {
 namespace {
 
+// One key tile of the online softmax for a warp's kRowTiles x 16 queries (the first is query0):
+// scores against the tile's 64 keys from n0 on (masked at and past `length`, and after the query
+// when causal), the running max and sum, the dropout mask of the warp's rows (warp_keep, rows
+// kMaskStride bytes apart), and o += p v.
+template <typename T, int D, int kRowTiles>
+__device__ __forceinline__ void attend_key_tile(const Params& p, const T* tile_k, const T* tile_v,
+                                                const uint8_t* warp_keep,
+                                                const uint32_t (&q_frag)[kRowTiles][D / 16][4],
+                                                float (&o)[kRowTiles][D / 8][4],
+                                                float (&row_max)[kRowTiles][2],
+                                                float (&row_sum)[kRowTiles][2], int n0, int length,
+                                                int query0, int lane) {
+  const int g = lane / 4, t4 = lane % 4;
+  // s = q kᵀ for the warp's queries and the tile's 64 keys.
+  float s[kRowTiles][8][4];
+  score_tile<T, D, kRowTiles>(s, q_frag, tile_k, lane);
+  // Masks only where the tile crosses the length or (for this warp) the diagonal.
+  if (n0 + kTile > length || (p.causal && n0 + kTile - 1 > query0)) {
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = n0 + nt * 8 + 2 * t4 + (e & 1);
+          const int query = query0 + mt * 16 + g + (e / 2) * 8;
+          if (key >= length || (p.causal && key > query)) s[mt][nt][e] = -INFINITY;
+        }
+  }
+  // Online softmax in base 2: p = 2^(s * scale * log2e - max * scale * log2e).
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float new_max = fmaxf(row_max[mt][r], tile_max);
+      // A row with nothing visible yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN.
+      const float base = new_max == -INFINITY ? 0.0f : new_max * p.scale_log2;
+      const float alpha = fast_exp2(row_max[mt][r] * p.scale_log2 - base);
+      row_max[mt][r] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float e = fast_exp2(fmaf(s[mt][nt][2 * r + c], p.scale_log2, -base));
+          s[mt][nt][2 * r + c] = e;
+          sum += e;
+        }
+      row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[mt][dt][2 * r] *= alpha;
+        o[mt][dt][2 * r + 1] *= alpha;
+      }
+    }
+  // Dropout after the sum: the softmax is normalised before dropout. 1/(1-p) comes at the end.
+  if (p.dropout_p > 0.0f) {
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = mt * 16 + g + (e / 2) * 8, c = nt * 8 + 2 * t4 + (e & 1);
+          if (!warp_keep[r * kMaskStride + c]) s[mt][nt][e] = 0.0f;
+        }
+  }
+  accumulate_pv<T, D, kRowTiles>(o, s, tile_v, lane);
+}
+
 template <typename T, int D, int kRowTiles>
 __global__ void __launch_bounds__(kThreads) forward_kernel(const Params p) {
   constexpr int kRows = kRowTiles * kTile;  // queries per block
@@ -26,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const Params p) {
   T* s_v = s_k + 2 * kTileElements<D>;                                       // two stages
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_v + 2 * kTileElements<D>);  // [kRows][kMaskStride]
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
   // Last tiles first: with a causal mask they have the most keys, and start before the short ones.
   const int m0 = (gridDim.y - 1 - blockIdx.y) * kRows;
@@ -92,135 +168,93 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const Params p) {
         for (int kk = 0; kk < D / 16; ++kk)
           ldmatrix_x4(q_frag[mt][kk], a_rows<D>(s_q, warp_row0 + mt * 16, kk * 16, lane));
     }
-    const T* tile_k = s_k + stage * kTileElements<D>;
-    const T* tile_v = s_v + stage * kTileElements<D>;
-
-    // s = q kᵀ for the warp's queries and the tile's 64 keys.
-    float s[kRowTiles][8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t bf[4];
-        ldmatrix_x4(bf, b_rows_nk<D>(tile_k, np * 16, kk * 16, lane));
-#pragma unroll
-        for (int mt = 0; mt < kRowTiles; ++mt) {
-          mma<T>(s[mt][2 * np], q_frag[mt][kk], bf[0], bf[1]);
-          mma<T>(s[mt][2 * np + 1], q_frag[mt][kk], bf[2], bf[3]);
-        }
-      }
-    // Masks only where the tile crosses the length or (for this warp) the diagonal.
-    if (n0 + kTile > length || (p.causal && n0 + kTile - 1 > m0 + warp_row0)) {
-#pragma unroll
-      for (int mt = 0; mt < kRowTiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = n0 + nt * 8 + 2 * t4 + (e & 1);
-            const int query = m0 + warp_row0 + mt * 16 + g + (e / 2) * 8;
-            if (key >= length || (p.causal && key > query)) s[mt][nt][e] = -INFINITY;
-          }
-    }
-    // Online softmax in base 2: p = 2^(s * scale * log2e - max * scale * log2e).
-#pragma unroll
-    for (int mt = 0; mt < kRowTiles; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-          tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-        const float new_max = fmaxf(row_max[mt][r], tile_max);
-        // A row with nothing visible yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN.
-        const float base = new_max == -INFINITY ? 0.0f : new_max * p.scale_log2;
-        const float alpha = fast_exp2(row_max[mt][r] * p.scale_log2 - base);
-        row_max[mt][r] = new_max;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const float e = fast_exp2(fmaf(s[mt][nt][2 * r + c], p.scale_log2, -base));
-            s[mt][nt][2 * r + c] = e;
-            sum += e;
-          }
-        row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          o[mt][dt][2 * r] *= alpha;
-          o[mt][dt][2 * r + 1] *= alpha;
-        }
-      }
-    // Dropout after the sum: the softmax is normalised before dropout. 1/(1-p) comes at the end.
-    if (dropout) {
-#pragma unroll
-      for (int mt = 0; mt < kRowTiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = warp_row0 + mt * 16 + g + (e / 2) * 8, c = nt * 8 + 2 * t4 + (e & 1);
-            if (!s_keep[r * kMaskStride + c]) s[mt][nt][e] = 0.0f;
-          }
-    }
-    // o += p v: the accumulators of key tiles 2kk, 2kk+1 are the A fragment of keys 16kk..16kk+15.
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      uint32_t a[kRowTiles][4];
-#pragma unroll
-      for (int mt = 0; mt < kRowTiles; ++mt) {
-        a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t bf[4];
-        ldmatrix_x4_trans(bf, b_rows_kn<D>(tile_v, kk * 16, dp * 16, lane));
-#pragma unroll
-        for (int mt = 0; mt < kRowTiles; ++mt) {
-          mma<T>(o[mt][2 * dp], a[mt], bf[0], bf[1]);
-          mma<T>(o[mt][2 * dp + 1], a[mt], bf[2], bf[3]);
-        }
-      }
-    }
+    attend_key_tile<T, D, kRowTiles>(p, s_k + stage * kTileElements<D>,
+                                     s_v + stage * kTileElements<D>,
+                                     s_keep + warp_row0 * kMaskStride, q_frag, o, row_max, row_sum,
+                                     n0, length, m0 + warp_row0, lane);
     __syncthreads();  // the next iteration's prefetch overwrites this stage
   }
 
   // Normalise, stage the warp's rows in its (no longer read) rows of s_q, write 16-byte chunks.
 #pragma unroll
   for (int mt = 0; mt < kRowTiles; ++mt) {
-    float lse_rows[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float sum = row_sum[mt][r];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float factor = sum > 0.0f ? p.keep_scale / sum : 0.0f;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[mt][dt][2 * r] *= factor;
-        o[mt][dt][2 * r + 1] *= factor;
-      }
-      lse_rows[r] = sum > 0.0f ? row_max[mt][r] * p.scale + logf(sum) : -INFINITY;
-    }
     const int row0 = warp_row0 + mt * 16;  // relative to m0
-    T* staged = s_q + row0 * kRowStride<D>;
-    stage_accumulators<T, D>(staged, o[mt], 1.0f, lane);
-    __syncwarp();
-    const int rows = min(16, q_rows - row0);
-    if (rows > 0)
-      store_warp_rows<T, D>(out + static_cast<int64_t>(row0) * p.out_stride, p.out_stride, staged,
-                            rows, p.vector_io, lane);
-    if (t4 == 0) {
-      if (g < rows) lse[row0 + g] = lse_rows[0];
-      if (g + 8 < rows) lse[row0 + g + 8] = lse_rows[1];
-    }
+    write_output_rows<T, D>(o[mt], row_max[mt], row_sum[mt], p, s_q + row0 * kRowStride<D>,
+                            out + static_cast<int64_t>(row0) * p.out_stride, lse + row0,
+                            min(16, q_rows - row0), lane);
   }
+}
+
+// Short sentences (q_len and kv_len <= 64, the NMT case): a (sentence, head) is one tile, too
+// little work for a block to hide its load latency behind. A persistent grid instead walks the
+// (sentence, head) items, each block loading the next item's Q, K and V into the second
+// shared-memory stage while it computes the current one.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) forward_short_kernel(const Params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_tiles = reinterpret_cast<T*>(smem);  // [stage][q, k, v][kTileElements<D>]
+  uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_tiles + 6 * kTileElements<D>);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int items = p.batch * p.heads;
+  auto tile = [&](int stage, int operand) {
+    return s_tiles + (3 * stage + operand) * kTileElements<D>;
+  };
+  auto load_item = [&](int item, int stage) {
+    const int b = item / p.heads, h = item % p.heads;
+    const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
+    const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
+    const int length = clamped_length(p, b);
+    load_tile<T, D>(tile(stage, 0), static_cast<const T*>(p.q) + q_row0 * p.q_stride + h * D,
+                    p.q_stride, p.q_len, p.vector_io);
+    load_tile<T, D>(tile(stage, 1), static_cast<const T*>(p.k) + kv_row0 * p.k_stride + h * D,
+                    p.k_stride, length, p.vector_io);
+    load_tile<T, D>(tile(stage, 2), static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D,
+                    p.v_stride, length, p.vector_io);
+  };
+  int item = blockIdx.x;
+  if (item < items) load_item(item, 0);
+  cp_async_commit();
+  for (int i = 0; item < items; ++i, item += gridDim.x) {
+    const int stage = i % 2;
+    if (item + static_cast<int>(gridDim.x) < items) load_item(item + gridDim.x, 1 - stage);
+    cp_async_commit();
+    cp_async_wait<1>();
+    const int b = item / p.heads, h = item % p.heads;
+    if (p.dropout_p > 0.0f)
+      fill_dropout_tile(s_keep, p.key, p.dropout_p,
+                        static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len);
+    __syncthreads();
+    uint32_t q_frag[1][D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      ldmatrix_x4(q_frag[0][kk], a_rows<D>(tile(stage, 0), warp * 16, kk * 16, lane));
+    float o[1][D / 8][4] = {};
+    float row_max[1][2] = {{-INFINITY, -INFINITY}}, row_sum[1][2] = {};
+    attend_key_tile<T, D, 1>(p, tile(stage, 1), tile(stage, 2), s_keep + warp * 16 * kMaskStride,
+                             q_frag, o, row_max, row_sum, 0, clamped_length(p, b), warp * 16, lane);
+    // The warp's own Q rows (read into q_frag above) stage its output rows.
+    const int64_t out_row0 = static_cast<int64_t>(b) * p.q_len + warp * 16;
+    write_output_rows<T, D>(o[0], row_max[0], row_sum[0], p,
+                            tile(stage, 0) + warp * 16 * kRowStride<D>,
+                            static_cast<T*>(p.out) + out_row0 * p.out_stride + h * D,
+                            p.lse + static_cast<int64_t>(item) * p.q_len + warp * 16,
+                            min(16, p.q_len - warp * 16), lane);
+    __syncthreads();  // the next iteration's prefetch overwrites this stage
+  }
+}
+
+template <typename T, int D>
+void launch_forward_short(const Params& p, cudaStream_t stream) {
+  const size_t smem = 6 * kTileElements<D> * sizeof(T) + kTile * kMaskStride;
+  static const int slots = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(forward_short_kernel<T, D>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)));
+    return resident_blocks(forward_short_kernel<T, D>, kThreads, smem);
+  }();
+  forward_short_kernel<T, D>
+      <<<persistent_grid(p.batch * p.heads, slots), kThreads, smem, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
 }
 
 template <typename T, int D, int kRowTiles>
@@ -266,6 +300,8 @@ void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
     constexpr int D = decltype(dim_tag)::value;
     // Two 16-row MMA tiles per warp (128-query blocks) for long queries with D = 64; D = 128
     // would spill its accumulators, and q_len <= 64 would leave half the block empty.
+    if (shape.q_len <= flash::kTile && shape.kv_len <= flash::kTile)
+      return flash::launch_forward_short<T, D>(p, stream);
     if constexpr (D == 64) {
       if (shape.q_len > flash::kTile) return flash::launch_forward<T, D, 2>(p, stream);
     }

@@ -86,12 +86,33 @@ inline dim3 tile_grid(const Params& p, int64_t rows) {
               static_cast<unsigned>((rows + kTile - 1) / kTile));
 }
 
+// Blocks of `kernel` that fit on the whole GPU at once (SMs x blocks per SM), at least 1.
+template <typename Kernel>
+int resident_blocks(Kernel kernel, int threads, size_t shared_bytes) {
+  int device = 0, sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes));
+  return sms * per_sm > 0 ? sms * per_sm : 1;
+}
+
+// Grid of a persistent kernel whose blocks walk `items` work items (block i takes i, i + grid,
+// ...): at most `slots` blocks, sized so every block gets the same number of items (±1 only when
+// items are fewer than that would need).
+inline unsigned persistent_grid(int items, int slots) {
+  const int per_block = (items + slots - 1) / slots;
+  return static_cast<unsigned>(per_block > 0 ? (items + per_block - 1) / per_block : 1);
+}
+
 // Whether the wgmma (sm_90a) kernel variants can run on the current GPU; probed once per process
 // (flash_attention_wgmma_probe.cu).
 bool wgmma_kernels_usable();
 
 // rowsum(d_out * out) per query and head, into p.delta (flash_attention_backward.cu).
 void launch_backward_delta(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
+// The whole backward when q_len and kv_len are at most 64 and head_dim is 64
+// (flash_attention_backward_short.cu).
+void launch_backward_short(DType dtype, const Params& p, cudaStream_t stream);
 // dQ for every query tile, looping over key tiles (flash_attention_backward_dq.cu).
 void launch_backward_dq(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
 

@@ -30,7 +30,18 @@ std::vector<Case> cases() {
   auto shape = [](int64_t b, int64_t t, int64_t s, int64_t h, int64_t d, bool causal) {
     return AttentionShape{b, t, s, h, d, causal};
   };
+  // Ragged lengths of `batch` sentences up to `len`, some empty.
+  auto ragged = [](int64_t batch, int64_t len) {
+    std::vector<int32_t> lengths(static_cast<size_t>(batch));
+    for (int64_t i = 0; i < batch; ++i)
+      lengths[static_cast<size_t>(i)] = static_cast<int32_t>(i % 11 == 5 ? 0 : len - (i * 7) % len);
+    return lengths;
+  };
   return {
+      // More (sentence, head) items than the GPU holds blocks: the persistent short kernels
+      // walk several items per block through both pipeline stages.
+      {shape(100, 37, 45, 8, 64, false), ragged(100, 45)},
+      {shape(90, 64, 64, 8, 64, true), ragged(90, 64)},
       {shape(1, 1, 1, 1, 64, false), {1}},
       {shape(2, 7, 33, 2, 64, false), {33, 5}},       // cross-attention, ragged
       {shape(3, 65, 65, 2, 64, true), {65, 20, 0}},   // causal, an empty sentence
