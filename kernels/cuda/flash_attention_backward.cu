@@ -202,7 +202,9 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
   // kv_len <= 64: one key tile per (sentence, head), which then also writes dQ and needs no delta.
   if (head_dim == 64 && shape.q_len > 0 && shape.q_len <= flash::kTile && shape.kv_len > 0 &&
       shape.kv_len <= flash::kTile)
-    return flash::launch_backward_short(dtype, p, stream);
+    return p.vector_io && flash::wgmma_kernels_usable()
+               ? flash::launch_backward_short_wgmma(dtype, p, stream)
+               : flash::launch_backward_short(dtype, p, stream);
   const bool fuse_dq = shape.kv_len > 0 && shape.kv_len <= flash::kTile;
   if (shape.q_len > 0 && !fuse_dq) {
     const size_t delta_bytes = static_cast<size_t>(shape.batch * shape.heads * shape.q_len) * 4;

@@ -226,6 +226,11 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(smem)),
                "l"(gmem), "r"(valid ? 16 : 0));
 }
+// 4 bytes; src-size 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(smem)),
+               "l"(gmem), "r"(valid ? 4 : 0));
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -297,14 +302,85 @@ __device__ __forceinline__ void stage_accumulators(T* smem_rows, const float (&a
   }
 }
 
-// Normalises a warp's 16 output rows (accumulators o, running max and this thread's share of the
-// row sums for rows g and g + 8), stages them in the warp's 16 rows `staged` of shared memory and
-// writes rows [0, rows) to out (16-byte chunks where p.vector_io) and their log-sum-exp to lse.
-template <typename T, int D>
-__device__ __forceinline__ void write_output_rows(float (&o)[D / 8][4], const float (&row_max)[2],
-                                                  const float (&row_sum)[2], const Params& p,
-                                                  T* staged, T* out, float* lse, int rows,
-                                                  int lane) {
+// The online softmax of one key tile for a warp's kRowTiles x 16 queries (the first is query0):
+// the scores s (keys n0..n0+63 in accumulator layout) are masked at and past `length` and, when
+// causal, after the query; the running max and this thread's share of the row sums are updated
+// and o rescaled; s becomes the unnormalised probabilities, zeroed where the dropout mask of the
+// warp's rows (warp_keep, rows kMaskStride bytes apart) drops them.
+template <int D, int kRowTiles>
+__device__ __forceinline__ void softmax_key_tile(const Params& p, float (&s)[kRowTiles][8][4],
+                                                 float (&o)[kRowTiles][D / 8][4],
+                                                 float (&row_max)[kRowTiles][2],
+                                                 float (&row_sum)[kRowTiles][2],
+                                                 const uint8_t* warp_keep, int n0, int length,
+                                                 int query0, int lane) {
+  const int g = lane / 4, t4 = lane % 4;
+  // Masks only where the tile crosses the length or (for this warp) the diagonal.
+  if (n0 + kTile > length || (p.causal && n0 + kTile - 1 > query0)) {
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = n0 + nt * 8 + 2 * t4 + (e & 1);
+          const int query = query0 + mt * 16 + g + (e / 2) * 8;
+          if (key >= length || (p.causal && key > query)) s[mt][nt][e] = -INFINITY;
+        }
+  }
+  // Online softmax in base 2: p = 2^(s * scale * log2e - max * scale * log2e).
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float new_max = fmaxf(row_max[mt][r], tile_max);
+      // A row with nothing visible yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN.
+      const float base = new_max == -INFINITY ? 0.0f : new_max * p.scale_log2;
+      const float alpha = fast_exp2(row_max[mt][r] * p.scale_log2 - base);
+      row_max[mt][r] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float e = fast_exp2(fmaf(s[mt][nt][2 * r + c], p.scale_log2, -base));
+          s[mt][nt][2 * r + c] = e;
+          sum += e;
+        }
+      row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[mt][dt][2 * r] *= alpha;
+        o[mt][dt][2 * r + 1] *= alpha;
+      }
+    }
+  // Dropout after the sum: the softmax is normalised before dropout. 1/(1-p) comes at the end.
+  if (p.dropout_p > 0.0f) {
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = mt * 16 + g + (e / 2) * 8, c = nt * 8 + 2 * t4 + (e & 1);
+          if (!warp_keep[r * kMaskStride + c]) s[mt][nt][e] = 0.0f;
+        }
+  }
+}
+
+// Normalises a warp's 16 output rows in place (accumulators o; running max and this thread's
+// share of the row sums for rows g and g + 8; the dropout scale 1/(1-p) included) and writes the
+// log-sum-exp of rows [0, rows) to lse (the warp's first row).
+template <int D>
+__device__ __forceinline__ void normalise_rows(float (&o)[D / 8][4], const float (&row_max)[2],
+                                               const float (&row_sum)[2], const Params& p,
+                                               float* lse, int rows, int lane) {
   float lse_rows[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -319,14 +395,24 @@ __device__ __forceinline__ void write_output_rows(float (&o)[D / 8][4], const fl
     }
     lse_rows[r] = sum > 0.0f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
   }
-  stage_accumulators<T, D>(staged, o, 1.0f, lane);
-  __syncwarp();
-  if (rows > 0) store_warp_rows<T, D>(out, p.out_stride, staged, rows, p.vector_io, lane);
   const int g = lane / 4;
   if (lane % 4 == 0) {
     if (g < rows) lse[g] = lse_rows[0];
     if (g + 8 < rows) lse[g + 8] = lse_rows[1];
   }
+}
+
+// normalise_rows, then the rows staged in the warp's 16 rows `staged` of a padded shared tile and
+// written to out (the warp's first row; 16-byte chunks where p.vector_io).
+template <typename T, int D>
+__device__ __forceinline__ void write_output_rows(float (&o)[D / 8][4], const float (&row_max)[2],
+                                                  const float (&row_sum)[2], const Params& p,
+                                                  T* staged, T* out, float* lse, int rows,
+                                                  int lane) {
+  normalise_rows<D>(o, row_max, row_sum, p, lse, rows, lane);
+  stage_accumulators<T, D>(staged, o, 1.0f, lane);
+  __syncwarp();
+  if (rows > 0) store_warp_rows<T, D>(out, p.out_stride, staged, rows, p.vector_io, lane);
 }
 
 // Zeroes rows [0, rows) of a [rows, D] block (head columns only); called by the whole block.

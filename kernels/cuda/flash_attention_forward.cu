@@ -18,9 +18,7 @@ namespace nmt::cuda::flash {
 namespace {
 
 // One key tile of the online softmax for a warp's kRowTiles x 16 queries (the first is query0):
-// scores against the tile's 64 keys from n0 on (masked at and past `length`, and after the query
-// when causal), the running max and sum, the dropout mask of the warp's rows (warp_keep, rows
-// kMaskStride bytes apart), and o += p v.
+// scores against the tile's 64 keys from n0 on, softmax_key_tile, and o += p v.
 template <typename T, int D, int kRowTiles>
 __device__ __forceinline__ void attend_key_tile(const Params& p, const T* tile_k, const T* tile_v,
                                                 const uint8_t* warp_keep,
@@ -29,67 +27,9 @@ __device__ __forceinline__ void attend_key_tile(const Params& p, const T* tile_k
                                                 float (&row_max)[kRowTiles][2],
                                                 float (&row_sum)[kRowTiles][2], int n0, int length,
                                                 int query0, int lane) {
-  const int g = lane / 4, t4 = lane % 4;
-  // s = q kᵀ for the warp's queries and the tile's 64 keys.
   float s[kRowTiles][8][4];
   score_tile<T, D, kRowTiles>(s, q_frag, tile_k, lane);
-  // Masks only where the tile crosses the length or (for this warp) the diagonal.
-  if (n0 + kTile > length || (p.causal && n0 + kTile - 1 > query0)) {
-#pragma unroll
-    for (int mt = 0; mt < kRowTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = n0 + nt * 8 + 2 * t4 + (e & 1);
-          const int query = query0 + mt * 16 + g + (e / 2) * 8;
-          if (key >= length || (p.causal && key > query)) s[mt][nt][e] = -INFINITY;
-        }
-  }
-  // Online softmax in base 2: p = 2^(s * scale * log2e - max * scale * log2e).
-#pragma unroll
-  for (int mt = 0; mt < kRowTiles; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-        tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float new_max = fmaxf(row_max[mt][r], tile_max);
-      // A row with nothing visible yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN.
-      const float base = new_max == -INFINITY ? 0.0f : new_max * p.scale_log2;
-      const float alpha = fast_exp2(row_max[mt][r] * p.scale_log2 - base);
-      row_max[mt][r] = new_max;
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const float e = fast_exp2(fmaf(s[mt][nt][2 * r + c], p.scale_log2, -base));
-          s[mt][nt][2 * r + c] = e;
-          sum += e;
-        }
-      row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[mt][dt][2 * r] *= alpha;
-        o[mt][dt][2 * r + 1] *= alpha;
-      }
-    }
-  // Dropout after the sum: the softmax is normalised before dropout. 1/(1-p) comes at the end.
-  if (p.dropout_p > 0.0f) {
-#pragma unroll
-    for (int mt = 0; mt < kRowTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = mt * 16 + g + (e / 2) * 8, c = nt * 8 + 2 * t4 + (e & 1);
-          if (!warp_keep[r * kMaskStride + c]) s[mt][nt][e] = 0.0f;
-        }
-  }
+  softmax_key_tile<D, kRowTiles>(p, s, o, row_max, row_sum, warp_keep, n0, length, query0, lane);
   accumulate_pv<T, D, kRowTiles>(o, s, tile_v, lane);
 }
 
@@ -300,8 +240,11 @@ void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
     constexpr int D = decltype(dim_tag)::value;
     // Two 16-row MMA tiles per warp (128-query blocks) for long queries with D = 64; D = 128
     // would spill its accumulators, and q_len <= 64 would leave half the block empty.
-    if (shape.q_len <= flash::kTile && shape.kv_len <= flash::kTile)
+    if (shape.q_len <= flash::kTile && shape.kv_len <= flash::kTile) {
+      if (p.vector_io && flash::wgmma_kernels_usable())
+        return flash::launch_forward_short_wgmma(in.q.dtype, D, p, stream);
       return flash::launch_forward_short<T, D>(p, stream);
+    }
     if constexpr (D == 64) {
       if (shape.q_len > flash::kTile) return flash::launch_forward<T, D, 2>(p, stream);
     }

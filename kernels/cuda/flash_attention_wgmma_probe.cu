@@ -7,7 +7,9 @@
 namespace nmt::cuda::flash {
 namespace {
 
-__global__ void wgmma_probe_kernel(int* available) { *available = NMT_WGMMA_AVAILABLE; }
+__global__ void wgmma_probe_kernel(int* available) {
+  *available = NMT_WGMMA_AVAILABLE;
+}
 
 bool probe() {
   int device = 0, major = 0, minor = 0;

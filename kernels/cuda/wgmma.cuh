@@ -94,6 +94,18 @@ struct TypeName<__half> {
   static constexpr bool is_bf16 = false;
 };
 
+// Two values as one 4-byte pair of T (the low half first).
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  if constexpr (TypeName<T>::is_bf16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
 #define NMT_WGMMA_D32                                                                           \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -105,25 +117,29 @@ struct TypeName<__half> {
       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
       "+f"(d[7][2]), "+f"(d[7][3])
 
-// d (64x64) = (accumulate ? d : 0) + a (64x16, smem, K-major) * b (16x64; smem block stored
-// [n][k], K-major). Asynchronous: fence() before, commit() and wait<>() after.
-template <typename T>
+// d (64x64) = (accumulate ? d : 0) + a (64x16) * b (16x64), both from smem: a stored [m][k]
+// (K-major, desc_k_major) or with kTransposedA [k][m] (MN-major, desc_mn_major); b stored [n][k]
+// (K-major) or with kTransposedB [k][n] (MN-major). Asynchronous: fence() before, commit() and
+// wait<>() after.
+template <typename T, bool kTransposedA = false, bool kTransposedB = false>
 __device__ __forceinline__ void mma_ss(float (&d)[8][4], uint64_t a, uint64_t b, bool accumulate) {
 #if NMT_WGMMA_AVAILABLE
   if constexpr (TypeName<T>::is_bf16)
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " NMT_WGMMA_D32
-        ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        ", %32, %33, p, 1, 1, %35, %36;\n}\n"
         : NMT_WGMMA_D_OPERANDS(d)
-        : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+        : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)), "n"(kTransposedA ? 1 : 0),
+          "n"(kTransposedB ? 1 : 0));
   else
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " NMT_WGMMA_D32
-        ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        ", %32, %33, p, 1, 1, %35, %36;\n}\n"
         : NMT_WGMMA_D_OPERANDS(d)
-        : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+        : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)), "n"(kTransposedA ? 1 : 0),
+          "n"(kTransposedB ? 1 : 0));
 #else
   (void)d, (void)a, (void)b, (void)accumulate;
   __trap();
@@ -178,6 +194,40 @@ __device__ __forceinline__ void load_swizzled(T* blocks, const T* gmem, int64_t 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
                      static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
                  "l"(src), "r"(valid ? 16 : 0));
+  }
+}
+
+// Accumulator chunks acc[j] (columns 8j.., times factor) of the calling warp's 16 rows (16w + g,
+// + 8) into swizzled blocks, as T. The caller makes sure nothing still reads those rows.
+template <typename T, int kChunks>
+__device__ __forceinline__ void stage_rows(T* blocks, const float (&acc)[kChunks][4], float factor,
+                                           int warp, int lane) {
+  const int row = warp * 16 + lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) {
+    const int col = 8 * j + 2 * t4;
+    T* block = blocks + (col / kBlockCols) * (kBlockRows * kBlockCols);
+    *reinterpret_cast<uint32_t*>(block + swizzled_offset(row, col % kBlockCols)) =
+        pack_pair<T>(acc[j][0] * factor, acc[j][1] * factor);
+    *reinterpret_cast<uint32_t*>(block + swizzled_offset(row + 8, col % kBlockCols)) =
+        pack_pair<T>(acc[j][2] * factor, acc[j][3] * factor);
+  }
+}
+
+// Rows [16w, 16w + 16) ∩ [0, rows) of swizzled blocks (D columns) to global rows `stride`
+// elements apart (gmem is row 0, 16-byte aligned), 16 bytes a lane; one warp, after __syncwarp.
+template <typename T, int D>
+__device__ __forceinline__ void store_rows(T* gmem, int64_t stride, const T* blocks, int rows,
+                                           int warp, int lane) {
+  constexpr int kChunksPerRow = D / 8;
+#pragma unroll
+  for (int i = 0; i < 16 * kChunksPerRow / 32; ++i) {
+    const int c = lane + 32 * i;
+    const int row = warp * 16 + c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+    if (row < rows)
+      *reinterpret_cast<uint4*>(gmem + row * stride + col) =
+          *reinterpret_cast<const uint4*>(blocks + (col / kBlockCols) * (kBlockRows * kBlockCols) +
+                                          swizzled_offset(row, col % kBlockCols));
   }
 }
 

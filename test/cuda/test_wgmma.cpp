@@ -31,14 +31,17 @@ std::vector<uint16_t> bits(const std::vector<float>& v) {
   return out;
 }
 
-// C[m][n] = sum_k A[m][k] * B(k, n) where B(k, n) = b[n * k_total + k] (k-major) or b[k * 64 + n].
+// C[m][n] = sum_k A(m, k) * B(k, n) where A(m, k) = a[m * k_total + k], or a[k * 64 + m] when
+// a_transposed, and B(k, n) = b[n * k_total + k] (k-major) or b[k * 64 + n].
 std::vector<float> reference(const std::vector<float>& a, const std::vector<float>& b, int k,
-                             bool b_k_major) {
+                             bool a_transposed, bool b_k_major) {
   std::vector<float> c(64 * 64, 0.0f);
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < 64; ++n) {
       float sum = 0.0f;
-      for (int i = 0; i < k; ++i) sum += a[m * k + i] * (b_k_major ? b[n * k + i] : b[i * 64 + n]);
+      for (int i = 0; i < k; ++i)
+        sum += (a_transposed ? a[i * 64 + m] : a[m * k + i]) *
+               (b_k_major ? b[n * k + i] : b[i * 64 + n]);
       c[m * 64 + n] = sum;
     }
   return c;
@@ -52,16 +55,17 @@ TEST_CASE("wgmma products match the CPU on every operand form", "[cuda]") {
   struct Form {
     WgmmaForm form;
     int k;
-    bool b_k_major;
+    bool a_transposed, b_k_major;
     const char* name;
   };
-  for (const Form& f : {Form{WgmmaForm::ss_k_major, 128, true, "ss k-major, K 128"},
-                        Form{WgmmaForm::rs_k_major, 64, true, "rs k-major"},
-                        Form{WgmmaForm::rs_transposed_b, 64, false, "rs transposed B"}}) {
+  for (const Form& f : {Form{WgmmaForm::ss_k_major, 128, false, true, "ss k-major, K 128"},
+                        Form{WgmmaForm::rs_k_major, 64, false, true, "rs k-major"},
+                        Form{WgmmaForm::rs_transposed_b, 64, false, false, "rs transposed B"},
+                        Form{WgmmaForm::ss_transposed, 64, true, false, "ss transposed A, B"}}) {
     INFO(f.name);
     const std::vector<float> a = small_integers(64 * f.k, 11), b = small_integers(64 * f.k, 23);
     const std::vector<float> got = run_wgmma_product(f.form, bits(a), bits(b), f.k);
-    const std::vector<float> want = reference(a, b, f.k, f.b_k_major);
+    const std::vector<float> want = reference(a, b, f.k, f.a_transposed, f.b_k_major);
     int wrong = 0, first = -1;
     for (size_t i = 0; i < got.size(); ++i)
       if (got[i] != want[i]) {

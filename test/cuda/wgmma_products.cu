@@ -39,13 +39,14 @@ __global__ void product_kernel(int form, const T* a, const T* b, int k, float* c
     wgmma::load_swizzled<T, 128>(s_b, b, 128, 64, tid, 128);
   } else {
     wgmma::load_swizzled<T, 64>(s_b, b, 64, 64, tid, 128);
+    if (form == 3) wgmma::load_swizzled<T, 64>(s_a, a, 64, 64, tid, 128);
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
   wgmma::fence_async_proxy();
   __syncthreads();
   float d[8][4] = {};
   uint32_t frag[4][4];
-  if (form != 0)
+  if (form == 1 || form == 2)
     for (int s = 0; s < 4; ++s) a_fragment(frag[s], a, k, s, warp, lane);
   wgmma::fence();
   if (form == 0) {
@@ -57,10 +58,15 @@ __global__ void product_kernel(int form, const T* a, const T* b, int k, float* c
 #pragma unroll
     for (int s = 0; s < 4; ++s)
       wgmma::mma_rs<T, false>(d, frag[s], wgmma::desc_k_major(s_b, s), s > 0);
-  } else {
+  } else if (form == 2) {
 #pragma unroll
     for (int s = 0; s < 4; ++s)
       wgmma::mma_rs<T, true>(d, frag[s], wgmma::desc_mn_major(s_b, s), s > 0);
+  } else {
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+      wgmma::mma_ss<T, true, true>(d, wgmma::desc_mn_major(s_a, s), wgmma::desc_mn_major(s_b, s),
+                                   s > 0);
   }
   wgmma::commit();
   wgmma::wait<0>();

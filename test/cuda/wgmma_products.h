@@ -11,10 +11,11 @@ enum class WgmmaForm {
   ss_k_major,       // C = A Bᵀ, A [64][K] and B [64 n][K] both from swizzled smem, K = 128
   rs_k_major,       // C = A Bᵀ, A from registers, B [64 n][64 k] from smem
   rs_transposed_b,  // C = A B, A from registers, B [64 k][64 n] from smem (MN-major)
+  ss_transposed,    // C = A B, A stored [64 k][64 m] and B [64 k][64 n], both MN-major in smem
 };
 
-// a: [64, k] bf16 bits, b: as the form says (bf16 bits); returns C [64, 64] f32. Throws if the
-// GPU or its sm_90a kernels are missing.
+// a: [64, k] bf16 bits (for ss_transposed its transpose, [k, 64]), b: as the form says (bf16 bits);
+// returns C [64, 64] f32. Throws if the GPU or its sm_90a kernels are missing.
 std::vector<float> run_wgmma_product(WgmmaForm form, const std::vector<uint16_t>& a,
                                      const std::vector<uint16_t>& b, int k);
 
