@@ -198,6 +198,16 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     const T* s_o = tile(stage, 4);
     const float* tile_lse = s_lse + stage * kTile;
     __syncthreads();
+    // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ run on the tensor cores while the threads compute delta.
+    float pt[8][4], dpt[8][4];
+    wgmma::fence();
+#pragma unroll
+    for (int step = 0; step < D / 16; ++step)
+      wgmma::mma_ss<T>(pt, k_major(s_k, step), k_major(s_q, step), step > 0);
+#pragma unroll
+    for (int step = 0; step < D / 16; ++step)
+      wgmma::mma_ss<T>(dpt, k_major(s_v, step), k_major(s_do, step), step > 0);
+    wgmma::commit();
     {  // delta = rowsum(out * d_out): two threads a query row, 32 columns (4 chunks) each
       const int row = threadIdx.x / 2, half = threadIdx.x % 2;
       float sum = 0.0f;
@@ -217,17 +227,7 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       if (half == 0) s_delta[row] = sum;
     }
-    __syncthreads();
-
-    float pt[8][4], dpt[8][4];
-    wgmma::fence();
-#pragma unroll
-    for (int step = 0; step < D / 16; ++step)
-      wgmma::mma_ss<T>(pt, k_major(s_k, step), k_major(s_q, step), step > 0);
-#pragma unroll
-    for (int step = 0; step < D / 16; ++step)
-      wgmma::mma_ss<T>(dpt, k_major(s_v, step), k_major(s_do, step), step > 0);
-    wgmma::commit();
+    __syncthreads();  // s_delta complete
     wgmma::wait<0>();
     wgmma::hold(pt);
     wgmma::hold(dpt);
@@ -274,27 +274,28 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     wgmma::hold(dk);
     __syncthreads();  // s_ds complete
 
+    // dQ = dS K on the tensor cores while dV goes out through V's rows (V is no longer read).
     float dq[8][4];
     wgmma::fence();
 #pragma unroll
     for (int step = 0; step < 4; ++step)
       wgmma::mma_ss<T, true, true>(dq, mn_major(s_ds, 0, step), mn_major(s_k, 0, step), step > 0);
     wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::hold(dq);
-    __syncthreads();  // every product is done with K, Q and dO: their rows stage the results
-
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
     const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
+    wgmma::stage_rows<T, 8>(s_v, dv, 1.0f, warp, lane);
+    __syncwarp();
+    wgmma::store_rows<T, D>(static_cast<T*>(p.dv) + kv_row0 * p.dv_stride + h * D, p.dv_stride, s_v,
+                            p.kv_len, warp, lane);
+    wgmma::wait<0>();
+    wgmma::hold(dq);
+    __syncthreads();  // the dQ product is done with K: K's and dO's rows stage dK and dQ
     wgmma::stage_rows<T, 8>(s_do, dq, p.scale, warp, lane);
     wgmma::stage_rows<T, 8>(s_k, dk, p.scale, warp, lane);
-    wgmma::stage_rows<T, 8>(s_v, dv, 1.0f, warp, lane);
     __syncwarp();
     wgmma::store_rows<T, D>(static_cast<T*>(p.dq) + q_row0 * p.dq_stride + h * D, p.dq_stride, s_do,
                             p.q_len, warp, lane);
     wgmma::store_rows<T, D>(static_cast<T*>(p.dk) + kv_row0 * p.dk_stride + h * D, p.dk_stride, s_k,
-                            p.kv_len, warp, lane);
-    wgmma::store_rows<T, D>(static_cast<T*>(p.dv) + kv_row0 * p.dv_stride + h * D, p.dv_stride, s_v,
                             p.kv_len, warp, lane);
     length = next_length;
     next_length = length_after_next;
