@@ -1,8 +1,7 @@
-// Durable file I/O: POSIX open/write/fsync/rename and mmap, each failure named with strerror.
+// Durable file I/O: POSIX open/write/fsync/rename, each failure named with strerror.
 #include "engine/checkpoint_files.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,60 +99,6 @@ std::string read_text_file(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) throw CheckpointError("cannot read " + path);
   return text.str();
-}
-
-MappedCheckpointFile::MappedCheckpointFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointError("cannot open " + path + ": " + system_reason());
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    std::string reason = system_reason();
-    ::close(fd);
-    throw CheckpointError("cannot stat " + path + ": " + reason);
-  }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
-    throw CheckpointError(path + " is not a regular file");
-  }
-  size_ = static_cast<uint64_t>(info.st_size);
-  if (size_ > 0) {
-    void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (mapped == MAP_FAILED) {
-      std::string reason = system_reason();
-      ::close(fd);
-      throw CheckpointError("cannot map " + path + ": " + reason);
-    }
-    data_ = static_cast<unsigned char*>(mapped);
-  }
-  ::close(fd);  // the mapping keeps the file open
-}
-
-MappedCheckpointFile::~MappedCheckpointFile() {
-  release();
-}
-
-MappedCheckpointFile::MappedCheckpointFile(MappedCheckpointFile&& other) noexcept
-    : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
-}
-
-MappedCheckpointFile& MappedCheckpointFile::operator=(MappedCheckpointFile&& other) noexcept {
-  if (this != &other) {
-    release();
-    path_ = std::move(other.path_);
-    data_ = other.data_;
-    size_ = other.size_;
-    other.data_ = nullptr;
-    other.size_ = 0;
-  }
-  return *this;
-}
-
-void MappedCheckpointFile::release() {
-  if (data_) ::munmap(data_, size_);
-  data_ = nullptr;
-  size_ = 0;
 }
 
 }  // namespace nmt

@@ -50,27 +50,4 @@ void write_file_atomically(const std::string& path, const std::string& text);
 // The whole file, read; throws CheckpointError naming it.
 std::string read_text_file(const std::string& path);
 
-// A read-only private mapping of a whole file (an empty file maps to size 0, data nullptr). Not
-// named MappedFile: data/corpus_io.h declares an nmt::MappedFile, and nmt-train links both.
-class MappedCheckpointFile {
- public:
-  MappedCheckpointFile() = default;
-  explicit MappedCheckpointFile(const std::string& path);  // throws CheckpointError naming the path
-  ~MappedCheckpointFile();
-  MappedCheckpointFile(MappedCheckpointFile&& other) noexcept;
-  MappedCheckpointFile& operator=(MappedCheckpointFile&& other) noexcept;
-  MappedCheckpointFile(const MappedCheckpointFile&) = delete;
-  MappedCheckpointFile& operator=(const MappedCheckpointFile&) = delete;
-
-  const unsigned char* data() const { return data_; }
-  uint64_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-
- private:
-  void release();
-  std::string path_;
-  unsigned char* data_ = nullptr;
-  uint64_t size_ = 0;
-};
-
 }  // namespace nmt

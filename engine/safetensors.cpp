@@ -110,12 +110,25 @@ SafetensorsFileInfo write_safetensors(const std::string& path,
   return info;
 }
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
+namespace {
+
+// The file mapped, its failures (missing, unreadable, not a regular file) as CheckpointError.
+MappedFile map_checkpoint(const std::string& path) {
+  try {
+    return MappedFile(path);
+  } catch (const std::runtime_error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+}  // namespace
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : file_(map_checkpoint(path)) {
   if (file_.size() < 8)
     fail("file too short to be safetensors (" + std::to_string(file_.size()) +
          " bytes; the header size alone takes 8)");
   uint64_t header_size = 0;
-  for (int i = 0; i < 8; ++i) header_size |= static_cast<uint64_t>(file_.data()[i]) << (8 * i);
+  for (int i = 0; i < 8; ++i) header_size |= static_cast<uint64_t>(bytes()[i]) << (8 * i);
   if (header_size > file_.size() - 8)
     fail("header size " + std::to_string(header_size) + " is beyond the end of the file (" +
          std::to_string(file_.size()) + " bytes): truncated or not safetensors");
@@ -131,7 +144,7 @@ void SafetensorsReader::fail(const std::string& what) const {
 }
 
 void SafetensorsReader::parse_header(uint64_t header_size) {
-  const char* text = reinterpret_cast<const char*>(file_.data() + 8);
+  const char* text = file_.data() + 8;
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text, text + header_size);
@@ -214,7 +227,7 @@ const SafetensorsTensorInfo* SafetensorsReader::find(std::string_view name) cons
 }
 
 const unsigned char* SafetensorsReader::data(const SafetensorsTensorInfo& tensor) const {
-  return file_.data() + data_start_ + tensor.begin;
+  return bytes() + data_start_ + tensor.begin;
 }
 
 void SafetensorsReader::read_f32(const std::string& name,
@@ -229,7 +242,7 @@ void SafetensorsReader::read_f32(const std::string& name,
 }
 
 uint32_t SafetensorsReader::file_crc32c() const {
-  return crc32c(file_.data(), file_.size());
+  return crc32c(bytes(), file_.size());
 }
 
 }  // namespace nmt

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/corpus_io.h"
 #include "engine/checkpoint_files.h"
 
 namespace nmt {
@@ -79,7 +80,10 @@ class SafetensorsReader {
   void parse_header(uint64_t header_size);
   void check_layout(uint64_t data_size);
 
-  MappedCheckpointFile file_;
+  const unsigned char* bytes() const {
+    return reinterpret_cast<const unsigned char*>(file_.data());
+  }
+  MappedFile file_;
   uint64_t data_start_ = 0;
   std::vector<SafetensorsTensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
