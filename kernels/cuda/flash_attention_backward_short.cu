@@ -23,12 +23,11 @@ __global__ void __launch_bounds__(kThreads) backward_short_kernel(const Params p
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_delta + kTile);             // [query][key]
   T* s_ds = reinterpret_cast<T*>(s_keep + kTile * kMaskStride);              // [key][query]
   const int warp = threadIdx.x / 32;
-  const int items = p.batch * p.heads;
   auto tile = [&](int stage, int operand) {
     return s_tiles + (kOperands * stage + operand) * kTileElements<D>;
   };
-  auto load_item = [&](int item, int stage) {
-    const int b = item / p.heads, h = item % p.heads, length = clamped_length(p, b);
+  auto load_item = [&](int item, int stage, int length) {
+    const int b = item / p.heads, h = item % p.heads;
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
     const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
     auto source = [&](const void* base, int64_t row0, int64_t stride) {
@@ -52,14 +51,7 @@ __global__ void __launch_bounds__(kThreads) backward_short_kernel(const Params p
       s_lse[stage * kTile + threadIdx.x] = l == -INFINITY ? INFINITY : l * kLog2e;
     }
   };
-  int item = blockIdx.x;
-  if (item < items) load_item(item, 0);
-  cp_async_commit();
-  for (int i = 0; item < items; ++i, item += gridDim.x) {
-    const int stage = i % 2;
-    if (item + static_cast<int>(gridDim.x) < items) load_item(item + gridDim.x, 1 - stage);
-    cp_async_commit();
-    cp_async_wait<1>();
+  for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     const int b = item / p.heads, h = item % p.heads;
     if (p.dropout_p > 0.0f)
       fill_dropout_tile(s_keep, p.key, p.dropout_p,
@@ -72,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) backward_short_kernel(const Params p
     __syncthreads();
     float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};
     key_tile_products<T, D, true>(p, s_k, s_v, tile(stage, 2), s_do, s_lse + stage * kTile, s_delta,
-                                  s_keep, s_ds, dk_acc, dv_acc, 0, 0, clamped_length(p, b));
+                                  s_keep, s_ds, dk_acc, dv_acc, 0, 0, length);
     __syncthreads();  // s_ds complete; every warp is done with the q and d_out tiles
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
     write_fused_dq_rows<T, D>(p, s_ds, s_k, s_do + warp * 16 * kRowStride<D>,
@@ -82,8 +74,7 @@ __global__ void __launch_bounds__(kThreads) backward_short_kernel(const Params p
     write_key_rows<T, D>(p, dk_acc, dv_acc, s_k, s_v,
                          static_cast<T*>(p.dk) + kv_row0 * p.dk_stride + h * D,
                          static_cast<T*>(p.dv) + kv_row0 * p.dv_stride + h * D, p.kv_len);
-    __syncthreads();  // the next iteration's prefetch overwrites this stage
-  }
+  });
 }
 
 }  // namespace
@@ -94,15 +85,8 @@ void launch_backward_short(DType dtype, const Params& p, cudaStream_t stream) {
     using T = typename decltype(type_tag)::type;
     const size_t smem = (2 * kOperands * kTileElements<D> + kTileElements<kTile>)*sizeof(T) +
                         3 * kTile * sizeof(float) + kTile * kMaskStride;
-    static const int slots = [&] {
-      CUDA_CHECK(cudaFuncSetAttribute(backward_short_kernel<T, D>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
-      return resident_blocks(backward_short_kernel<T, D>, kThreads, smem);
-    }();
-    backward_short_kernel<T, D>
-        <<<persistent_grid(p.batch * p.heads, slots), kThreads, smem, stream>>>(p);
-    CUDA_CHECK_LAUNCH();
+    static int slots = 0;
+    launch_persistent(backward_short_kernel<T, D>, slots, smem, p, stream);
   });
 }
 

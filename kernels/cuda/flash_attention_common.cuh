@@ -239,6 +239,34 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// The item loop of the persistent short-sentence kernels: a block takes (sentence, head) items
+// blockIdx.x, + gridDim.x, ... and loads each one a step ahead into the other of two
+// shared-memory stages. load(item, stage, length) issues an item's cp.async loads;
+// body(item, stage, length) runs once they have landed in this thread (it must make them visible
+// to the block: a barrier, and for wgmma a proxy fence first). Sentence lengths are read from
+// global memory one item before the load that needs them, so that read never stalls a prefetch.
+template <typename Load, typename Body>
+__device__ __forceinline__ void for_each_item_prefetched(const Params& p, Load&& load,
+                                                         Body&& body) {
+  const int items = p.batch * p.heads, grid = static_cast<int>(gridDim.x);
+  auto length_of = [&](int item) { return item < items ? clamped_length(p, item / p.heads) : 0; };
+  int item = static_cast<int>(blockIdx.x);
+  int length = length_of(item), next_length = length_of(item + grid);
+  if (item < items) load(item, 0, length);
+  cp_async_commit();
+  for (int i = 0; item < items; ++i, item += grid) {
+    const int stage = i % 2;
+    const int length_after_next = length_of(item + 2 * grid);
+    if (item + grid < items) load(item + grid, 1 - stage, next_length);
+    cp_async_commit();
+    cp_async_wait<1>();
+    body(item, stage, length);
+    length = next_length;
+    next_length = length_after_next;
+    __syncthreads();  // the next iteration's prefetch overwrites this stage
+  }
+}
+
 // Copies rows [0, valid_rows) of a [kTile, D] tile (global rows `stride` elements apart) into
 // shared memory and zeroes the rest, so rows past a length (padding, which may hold anything, even
 // NaN) never reach an MMA. Vectorised: cp.async, completed by cp_async_wait + a barrier; otherwise

@@ -135,15 +135,13 @@ __global__ void __launch_bounds__(kThreads) forward_short_kernel(const Params p)
   T* s_tiles = reinterpret_cast<T*>(smem);  // [stage][q, k, v][kTileElements<D>]
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_tiles + 6 * kTileElements<D>);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int items = p.batch * p.heads;
   auto tile = [&](int stage, int operand) {
     return s_tiles + (3 * stage + operand) * kTileElements<D>;
   };
-  auto load_item = [&](int item, int stage) {
+  auto load_item = [&](int item, int stage, int length) {
     const int b = item / p.heads, h = item % p.heads;
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
     const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
-    const int length = clamped_length(p, b);
     load_tile<T, D>(tile(stage, 0), static_cast<const T*>(p.q) + q_row0 * p.q_stride + h * D,
                     p.q_stride, p.q_len, p.vector_io);
     load_tile<T, D>(tile(stage, 1), static_cast<const T*>(p.k) + kv_row0 * p.k_stride + h * D,
@@ -151,14 +149,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_kernel(const Params p)
     load_tile<T, D>(tile(stage, 2), static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D,
                     p.v_stride, length, p.vector_io);
   };
-  int item = blockIdx.x;
-  if (item < items) load_item(item, 0);
-  cp_async_commit();
-  for (int i = 0; item < items; ++i, item += gridDim.x) {
-    const int stage = i % 2;
-    if (item + static_cast<int>(gridDim.x) < items) load_item(item + gridDim.x, 1 - stage);
-    cp_async_commit();
-    cp_async_wait<1>();
+  for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     const int b = item / p.heads, h = item % p.heads;
     if (p.dropout_p > 0.0f)
       fill_dropout_tile(s_keep, p.key, p.dropout_p,
@@ -171,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_kernel(const Params p)
     float o[1][D / 8][4] = {};
     float row_max[1][2] = {{-INFINITY, -INFINITY}}, row_sum[1][2] = {};
     attend_key_tile<T, D, 1>(p, tile(stage, 1), tile(stage, 2), s_keep + warp * 16 * kMaskStride,
-                             q_frag, o, row_max, row_sum, 0, clamped_length(p, b), warp * 16, lane);
+                             q_frag, o, row_max, row_sum, 0, length, warp * 16, lane);
     // The warp's own Q rows (read into q_frag above) stage its output rows.
     const int64_t out_row0 = static_cast<int64_t>(b) * p.q_len + warp * 16;
     write_output_rows<T, D>(o[0], row_max[0], row_sum[0], p,
@@ -179,22 +170,14 @@ __global__ void __launch_bounds__(kThreads) forward_short_kernel(const Params p)
                             static_cast<T*>(p.out) + out_row0 * p.out_stride + h * D,
                             p.lse + static_cast<int64_t>(item) * p.q_len + warp * 16,
                             min(16, p.q_len - warp * 16), lane);
-    __syncthreads();  // the next iteration's prefetch overwrites this stage
-  }
+  });
 }
 
 template <typename T, int D>
 void launch_forward_short(const Params& p, cudaStream_t stream) {
   const size_t smem = 6 * kTileElements<D> * sizeof(T) + kTile * kMaskStride;
-  static const int slots = [&] {
-    CUDA_CHECK(cudaFuncSetAttribute(forward_short_kernel<T, D>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)));
-    return resident_blocks(forward_short_kernel<T, D>, kThreads, smem);
-  }();
-  forward_short_kernel<T, D>
-      <<<persistent_grid(p.batch * p.heads, slots), kThreads, smem, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  static int slots = 0;
+  launch_persistent(forward_short_kernel<T, D>, slots, smem, p, stream);
 }
 
 template <typename T, int D, int kRowTiles>

@@ -104,6 +104,20 @@ inline unsigned persistent_grid(int items, int slots) {
   return static_cast<unsigned>(per_block > 0 ? (items + per_block - 1) / per_block : 1);
 }
 
+// Launches a persistent kernel (kThreads threads, `smem` bytes of dynamic shared memory) over
+// the (sentence, head) items; `slots` caches its resident-block count, 0 until the first launch.
+template <typename Kernel>
+void launch_persistent(Kernel kernel, int& slots, size_t smem, const Params& p,
+                       cudaStream_t stream) {
+  if (slots == 0) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)));
+    slots = resident_blocks(kernel, kThreads, smem);
+  }
+  kernel<<<persistent_grid(p.batch * p.heads, slots), kThreads, smem, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
 // Whether the wgmma (sm_90a) kernel variants can run on the current GPU; probed once per process
 // (flash_attention_wgmma_probe.cu).
 bool wgmma_kernels_usable();

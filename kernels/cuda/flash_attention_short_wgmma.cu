@@ -53,7 +53,6 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
   };
   uint8_t* s_keep = smem + 6 * kOperandBytes<D>;  // [query][key]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int items = p.batch * p.heads;
   auto load_item = [&](int item, int stage, int length) {
     const int b = item / p.heads, h = item % p.heads;
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
@@ -68,18 +67,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
                                static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D,
                                p.v_stride, length, threadIdx.x, kThreads);
   };
-  // Lengths are read one item ahead of their use, so their global loads never stall a prefetch.
-  const int grid = static_cast<int>(gridDim.x);
-  auto length_of = [&](int item) { return item < items ? clamped_length(p, item / p.heads) : 0; };
-  int item = blockIdx.x, length = length_of(item), next_length = length_of(item + grid);
-  if (item < items) load_item(item, 0, length);
-  cp_async_commit();
-  for (int i = 0; item < items; ++i, item += grid) {
-    const int stage = i % 2;
-    const int length_after_next = length_of(item + 2 * grid);
-    if (item + grid < items) load_item(item + grid, 1 - stage, next_length);
-    cp_async_commit();
-    cp_async_wait<1>();
+  for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     wgmma::fence_async_proxy();
     const int b = item / p.heads, h = item % p.heads;
     if (p.dropout_p > 0.0f)
@@ -130,10 +118,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
     wgmma::store_rows<T, D>(
         static_cast<T*>(p.out) + static_cast<int64_t>(b) * p.q_len * p.out_stride + h * D,
         p.out_stride, staged, rows, warp, lane);
-    length = next_length;
-    next_length = length_after_next;
-    __syncthreads();  // the next iteration's prefetch overwrites this stage
-  }
+  });
 }
 
 // Backward, head_dim 64: per item Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (rows: the warp's 16 keys), Pᵀ from
@@ -152,7 +137,6 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
   float* s_delta = s_lse + 2 * kTile;                                     // [kTile]
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_delta + kTile);          // [query][key]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-  const int items = p.batch * p.heads;
   auto load_item = [&](int item, int stage, int length) {
     const int b = item / p.heads, h = item % p.heads;
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
@@ -173,18 +157,7 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
                 p.lse + static_cast<int64_t>(item) * p.q_len + (valid ? threadIdx.x : 0), valid);
     }
   };
-  // Lengths are read one item ahead of their use, so their global loads never stall a prefetch.
-  const int grid = static_cast<int>(gridDim.x);
-  auto length_of = [&](int item) { return item < items ? clamped_length(p, item / p.heads) : 0; };
-  int item = blockIdx.x, length = length_of(item), next_length = length_of(item + grid);
-  if (item < items) load_item(item, 0, length);
-  cp_async_commit();
-  for (int i = 0; item < items; ++i, item += grid) {
-    const int stage = i % 2;
-    const int length_after_next = length_of(item + 2 * grid);
-    if (item + grid < items) load_item(item + grid, 1 - stage, next_length);
-    cp_async_commit();
-    cp_async_wait<1>();
+  for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     wgmma::fence_async_proxy();
     const int b = item / p.heads, h = item % p.heads;
     const bool dropout = p.dropout_p > 0.0f;
@@ -297,22 +270,7 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
                             p.q_len, warp, lane);
     wgmma::store_rows<T, D>(static_cast<T*>(p.dk) + kv_row0 * p.dk_stride + h * D, p.dk_stride, s_k,
                             p.kv_len, warp, lane);
-    length = next_length;
-    next_length = length_after_next;
-    __syncthreads();  // the next iteration's prefetch overwrites this stage
-  }
-}
-
-template <typename Kernel>
-void launch_persistent(Kernel kernel, int& slots, size_t smem, const Params& p,
-                       cudaStream_t stream) {
-  if (slots == 0) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)));
-    slots = resident_blocks(kernel, kThreads, smem);
-  }
-  kernel<<<persistent_grid(p.batch * p.heads, slots), kThreads, smem, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace
