@@ -1,4 +1,4 @@
-// Python oracle runner and scratch directories for the checkpoint and reporting suites.
+// Python oracle runner for the checkpoint and reporting suites.
 #include "test/checkpoint/python_oracle.h"
 
 #include <sys/wait.h>
@@ -44,18 +44,6 @@ nlohmann::json run_python_oracle(const std::string& script, const std::string& a
   std::ifstream in(out_file);
   if (!in) throw std::runtime_error(script + " wrote no " + out_file + ":\n" + output);
   return nlohmann::json::parse(in);
-}
-
-ScratchDir::ScratchDir(const std::string& prefix) {
-  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
-  if (!mkdtemp(pattern.data()))
-    throw std::runtime_error("cannot create a directory like " + pattern);
-  path_ = pattern;
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace nmt::test

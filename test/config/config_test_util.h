@@ -11,6 +11,7 @@
 
 #include "engine/config.h"
 #include "test/support/catch.h"
+#include "test/support/lib/scratch_dir.h"
 
 namespace nmt::test {
 
@@ -44,10 +45,6 @@ std::string config_error_of(Body body) {
   }
   FAIL("expected a ConfigError, got none");
   return "";
-}
-
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace nmt::test

@@ -6,7 +6,7 @@
 using namespace nmt;
 using nmt::test::contains;
 using nmt::test::error_of;
-using nmt::test::TempDir;
+using nmt::test::ScratchDir;
 using nmt::test::write_text;
 
 TEST_CASE("utf-8 validation accepts well-formed text and rejects every ill-formed kind",
@@ -38,7 +38,7 @@ TEST_CASE("utf-8 repair replaces ill-formed bytes with U+FFFD", "[corpus]") {
 }
 
 TEST_CASE("text lines: CRLF, byte order mark, missing final newline, empty file", "[corpus]") {
-  TempDir dir;
+  ScratchDir dir;
   write_text(dir.file("a"), "\xEF\xBB\xBFone\r\ntwo\n\nfour");
   TextLines lines(dir.file("a"));
   REQUIRE(lines.line_count() == 4);
@@ -62,7 +62,7 @@ TEST_CASE("text lines: CRLF, byte order mark, missing final newline, empty file"
 }
 
 TEST_CASE("misaligned files: the error names both files and both counts", "[corpus]") {
-  TempDir dir;
+  ScratchDir dir;
   write_text(dir.file("src.txt"), "a\nb\nc\n");
   write_text(dir.file("tgt.txt"), "a\nb\n");
   const std::string e = error_of([&] {

@@ -6,7 +6,7 @@
 using namespace nmt;
 using nmt::test::contains;
 using nmt::test::error_of;
-using nmt::test::TempDir;
+using nmt::test::ScratchDir;
 using nmt::test::write_text;
 
 namespace {
@@ -20,7 +20,7 @@ const char* const kOpenSeq2SeqVocab =
 }  // namespace
 
 TEST_CASE("OpenSeq2Seq vocabulary: special lines map to our fixed ids, pieces follow", "[os2s]") {
-  TempDir dir;
+  ScratchDir dir;
   write_text(dir.file("m_common.vocab"), kOpenSeq2SeqVocab);
   const PieceListVocab vocab = PieceListVocab::load(dir.file("m_common.vocab"));
   REQUIRE(vocab.size() == 9);
@@ -41,7 +41,7 @@ TEST_CASE("OpenSeq2Seq vocabulary: special lines map to our fixed ids, pieces fo
 }
 
 TEST_CASE("piece list: counts after a space, our own file reads back to the same ids", "[os2s]") {
-  TempDir dir;
+  ScratchDir dir;
   write_text(dir.file("v"), "hello 120\nwor@@ 7\nld\n\n<UNK> 3\n<S>\n</S>\n<PAD>\n");
   const PieceListVocab vocab = PieceListVocab::load(dir.file("v"));
   REQUIRE(vocab.size() == 7);
@@ -59,7 +59,7 @@ TEST_CASE("piece list: counts after a space, our own file reads back to the same
 }
 
 TEST_CASE("piece list errors name the file and line", "[os2s]") {
-  TempDir dir;
+  ScratchDir dir;
   write_text(dir.file("dup"), "a\nb\na\n");
   const std::string e = error_of([&] { PieceListVocab::load(dir.file("dup")); });
   REQUIRE(contains(e, dir.file("dup") + ":3"));
@@ -72,7 +72,7 @@ TEST_CASE("piece list errors name the file and line", "[os2s]") {
 }
 
 TEST_CASE("load_vocab picks the kind by file name", "[os2s]") {
-  TempDir dir;
+  ScratchDir dir;
   write_text(dir.file("m_common.vocab"), kOpenSeq2SeqVocab);
   REQUIRE(load_vocab(dir.file("m_common.vocab"))->kind() == "pieces");
   write_text(dir.file("bad.model"), "not a protobuf");

@@ -15,7 +15,7 @@ using nmt::test::contains;
 using nmt::test::error_of;
 using nmt::test::head_lines;
 using nmt::test::join_lines;
-using nmt::test::TempDir;
+using nmt::test::ScratchDir;
 using nmt::test::write_text;
 
 namespace {
@@ -24,7 +24,7 @@ const std::string kBible = "../shared/data/bible-en-es/";
 
 // The first 2000 train pairs and 100 dev pairs, prepped once with a 500-piece vocabulary.
 struct PreppedBible {
-  TempDir dir;
+  ScratchDir dir;
   std::vector<std::string> train_en, train_es, dev_en;
   PrepReport report;
   std::string out;
@@ -55,7 +55,7 @@ const PreppedBible& prepped_bible() {
   return prepped;
 }
 
-PrepOptions small_options(const TempDir& dir) {
+PrepOptions small_options(const ScratchDir& dir) {
   PrepOptions o;
   o.train_source = dir.file("src");
   o.train_target = dir.file("tgt");
@@ -125,7 +125,7 @@ TEST_CASE("prep on a slice of bible-en-es writes model, shards and report", "[pr
 }
 
 TEST_CASE("prep drops bad train pairs and counts them by reason", "[prep]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto& bible = prepped_bible();
   std::vector<std::string> src(bible.train_en.begin(), bible.train_en.begin() + 200);
   std::vector<std::string> tgt(bible.train_es.begin(), bible.train_es.begin() + 200);
@@ -156,7 +156,7 @@ TEST_CASE("prep drops bad train pairs and counts them by reason", "[prep]") {
 }
 
 TEST_CASE("prep keeps every dev line, repairing invalid UTF-8 and flagging it", "[prep]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto& bible = prepped_bible();
   write_text(dir.file("src"), join_lines({bible.train_en.begin(), bible.train_en.begin() + 50}));
   write_text(dir.file("tgt"), join_lines({bible.train_es.begin(), bible.train_es.begin() + 50}));
@@ -177,7 +177,7 @@ TEST_CASE("prep keeps every dev line, repairing invalid UTF-8 and flagging it", 
 }
 
 TEST_CASE("prep refuses misaligned input and writes nothing", "[prep]") {
-  TempDir dir;
+  ScratchDir dir;
   write_text(dir.file("src"), "one\ntwo\nthree\n");
   write_text(dir.file("tgt"), "uno\ndos\n");
   PrepOptions o = small_options(dir);
@@ -188,7 +188,7 @@ TEST_CASE("prep refuses misaligned input and writes nothing", "[prep]") {
 }
 
 TEST_CASE("prep that fails late leaves no output and no staging behind", "[prep]") {
-  TempDir dir;
+  ScratchDir dir;
   write_text(dir.file("src"), "\n\n");  // every pair dropped: the run fails after encoding
   write_text(dir.file("tgt"), "a\nb\n");
   PrepOptions o = small_options(dir);
@@ -197,7 +197,7 @@ TEST_CASE("prep that fails late leaves no output and no staging behind", "[prep]
 }
 
 TEST_CASE("prep encodes OpenSeq2Seq-style pre-tokenized text with its vocabulary", "[prep]") {
-  TempDir dir;
+  ScratchDir dir;
   write_text(dir.file("m_common.vocab"),
              "<pad>\t0\n</s>\t0\n<s>\t0\n<unk>\t0\n"
              "\u2581the\t0\n\u2581cat\t0\n\u2581el\t0\n\u2581gato\t0\n"
@@ -231,7 +231,7 @@ TEST_CASE("prep encodes OpenSeq2Seq-style pre-tokenized text with its vocabulary
 }
 
 TEST_CASE("prep rejects inconsistent options", "[prep]") {
-  TempDir dir;
+  ScratchDir dir;
   PrepOptions o = small_options(dir);
   o.dev_source = dir.file("src");
   REQUIRE(contains(error_of([&] { run_prep(o); }), "both dev files"));

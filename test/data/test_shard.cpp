@@ -10,7 +10,7 @@
 using namespace nmt;
 using nmt::test::contains;
 using nmt::test::error_of;
-using nmt::test::TempDir;
+using nmt::test::ScratchDir;
 
 namespace {
 
@@ -46,7 +46,7 @@ void resize_file(const std::string& path, uint64_t size) {
 
 TEST_CASE("shard round trip with uint16 and uint32 ids", "[shard]") {
   const int64_t vocab = GENERATE(int64_t{1000}, int64_t{65535}, int64_t{65536}, int64_t{200000});
-  TempDir dir;
+  ScratchDir dir;
   const auto sentences = random_sentences(500, vocab, 7);
   write_shard(dir.file("a.shard"), sentences, vocab, 0x1234);
 
@@ -68,7 +68,7 @@ TEST_CASE("shard round trip with uint16 and uint32 ids", "[shard]") {
 }
 
 TEST_CASE("shard ids at the top of the uint32 range survive", "[shard]") {
-  TempDir dir;
+  ScratchDir dir;
   const std::vector<std::vector<int32_t>> sentences = {{0, 65535, 65536, 199999}, {}};
   write_shard(dir.file("b.shard"), sentences, 200000);
   Shard shard(dir.file("b.shard"));
@@ -81,7 +81,7 @@ TEST_CASE("shard ids at the top of the uint32 range survive", "[shard]") {
 
 TEST_CASE("shard writer rejects ids outside the vocabulary and writes nothing unfinished",
           "[shard]") {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.file("c.shard");
   {
     ShardWriter writer(path, 100, 0);
@@ -98,7 +98,7 @@ TEST_CASE("shard writer rejects ids outside the vocabulary and writes nothing un
 }
 
 TEST_CASE("shard open reports corrupt and truncated files by name", "[shard]") {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.file("d.shard");
   const auto sentences = random_sentences(50, 1000, 3);
   auto fresh = [&] { write_shard(path, sentences, 1000); };
@@ -172,7 +172,7 @@ TEST_CASE("shard open reports corrupt and truncated files by name", "[shard]") {
 }
 
 TEST_CASE("shard corpus pairs two shards and checks they match", "[shard]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto src = random_sentences(30, 500, 1);
   const auto tgt = random_sentences(30, 500, 2);
   write_shard(dir.file("s"), src, 500, 9);

@@ -15,38 +15,18 @@
 #include "engine/synthetic_reverse.h"
 #include "engine/trainer.h"
 #include "engine/transformer.h"
+#include "test/support/tiny_run_config.h"
 
 namespace nmt::test {
 
-TempDir::TempDir() {
-  static std::atomic<int> counter{0};
-  path_ = (std::filesystem::temp_directory_path() /
-           ("nmt-decode-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-              .string();
-  std::filesystem::remove_all(path_);
-  std::filesystem::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 RunConfig reverse_config() {
-  RunConfig c;
-  c.data.train = "synthetic:reverse";
+  RunConfig c = tiny_reverse_config();
   c.data.synthetic_train_pairs = 4000;
   c.data.synthetic_dev_pairs = 64;
-  c.data.synthetic_max_len = 8;
   c.data.synthetic_vocab = 12;
-  c.model.encoder_layers = c.model.decoder_layers = 1;
   c.model.d_model = 48;
-  c.model.num_heads = 4;
   c.model.ffn_dim = 96;
   c.model.dropout = c.model.attention_dropout = c.model.relu_dropout = 0.0;
-  c.train.device = Device::cpu;
-  c.train.precision = DType::f32;
-  c.train.batch_tokens = 512;
   c.train.max_steps = kReverseTrainSteps;
   c.train.label_smoothing = 0.0;
   c.lr_schedule.policy = LrPolicy::inverse_sqrt;
@@ -56,7 +36,7 @@ RunConfig reverse_config() {
 }
 
 const std::string& trained_reverse_checkpoint() {
-  static TempDir dir;
+  static ScratchDir dir("nmt-decode-test");
   static const std::string path = [] {
     RunConfig cfg = reverse_config();
     auto seed = static_cast<uint64_t>(cfg.train.seed);
@@ -88,7 +68,7 @@ void write_lines(const std::string& path, const std::vector<std::string>& lines)
 }
 
 const ReverseText& reverse_text() {
-  static TempDir dir;
+  static ScratchDir dir("nmt-decode-test");
   static const ReverseText text = [] {
     RunConfig cfg = reverse_config();
     ReverseText r;

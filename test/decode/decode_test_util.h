@@ -6,22 +6,9 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "test/support/lib/scratch_dir.h"
 
 namespace nmt::test {
-
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // A one-layer model on the synthetic reversal task, CPU, fp32.
 RunConfig reverse_config();
@@ -41,20 +28,5 @@ const ReverseText& reverse_text();
 
 // Writes each line followed by '\n'.
 void write_lines(const std::string& path, const std::vector<std::string>& lines);
-
-// The what() of the exception `action` throws, or "" when it throws none.
-template <typename Action>
-std::string error_of(Action&& action) {
-  try {
-    action();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 }  // namespace nmt::test

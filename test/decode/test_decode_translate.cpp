@@ -44,7 +44,7 @@ std::vector<std::string> read_lines(const std::string& path, size_t first, size_
 // A 200-piece SentencePiece model (nmt-prep on 300 training pairs) and a checkpoint of an untrained
 // model over it: outputs are arbitrary but a pure function of each input line.
 struct Setup {
-  nmt::test::TempDir dir;
+  nmt::test::ScratchDir dir;
   std::string vocab, checkpoint, synthetic_checkpoint;
 
   Setup() {
@@ -204,7 +204,7 @@ struct Run {
 
 // Runs nmt-translate with `args` on `input` as stdin.
 Run run_translate(const std::string& args, const std::vector<std::string>& input) {
-  static nmt::test::TempDir io;
+  static nmt::test::ScratchDir io;
   write_lines(io.file("in.txt"), input);
   std::string command = std::string(NMT_TRANSLATE_BINARY) + " " + args + " < " + io.file("in.txt") +
                         " > " + io.file("out.txt") + " 2> " + io.file("err.txt");

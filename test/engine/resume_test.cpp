@@ -15,6 +15,7 @@
 #include "engine/trainer.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
+#include "test/support/tiny_run_config.h"
 
 namespace {
 
@@ -27,17 +28,8 @@ constexpr int64_t kLogEvery = 5;
 
 // Tiny and fast, with dropout on (its masks must be the same after resume).
 nmt::RunConfig tiny_config() {
-  nmt::RunConfig c;
-  c.data.train = "synthetic:reverse";
-  c.data.synthetic_train_pairs = 2000;
+  nmt::RunConfig c = nmt::test::tiny_reverse_config();
   c.data.synthetic_dev_pairs = 24;
-  c.data.synthetic_max_len = 8;
-  c.model.encoder_layers = c.model.decoder_layers = 1;
-  c.model.d_model = 32;
-  c.model.num_heads = 4;
-  c.model.ffn_dim = 64;
-  c.train.device = nmt::Device::cpu;
-  c.train.precision = nmt::DType::f32;
   c.train.batch_tokens = 384;
   c.train.max_steps = kSteps;
   c.train.clip_norm = 1.0;

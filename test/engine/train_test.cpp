@@ -20,6 +20,7 @@
 #include "engine/trainer.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
+#include "test/support/tiny_run_config.h"
 
 namespace {
 
@@ -28,18 +29,7 @@ using nmt::test::error_of;
 using nmt::test::ScratchDir;
 
 nmt::RunConfig small_config() {
-  nmt::RunConfig c;
-  c.data.train = "synthetic:reverse";
-  c.data.synthetic_train_pairs = 2000;
-  c.data.synthetic_dev_pairs = 40;
-  c.data.synthetic_max_len = 8;
-  c.model.encoder_layers = c.model.decoder_layers = 1;
-  c.model.d_model = 32;
-  c.model.num_heads = 4;
-  c.model.ffn_dim = 64;
-  c.train.device = nmt::Device::cpu;
-  c.train.precision = nmt::DType::f32;
-  c.train.batch_tokens = 512;
+  nmt::RunConfig c = nmt::test::tiny_reverse_config();
   c.train.max_steps = 60;
   c.lr_schedule.policy = nmt::LrPolicy::inverse_sqrt;
   c.lr_schedule.learning_rate = 3e-3;

@@ -12,26 +12,16 @@
 #include "engine/trainer.h"
 #include "test/engine_mpi/rank_compare.h"
 #include "test/support/catch.h"
+#include "test/support/tiny_run_config.h"
 
 namespace {
 
 nmt::RunConfig small_config() {
-  nmt::RunConfig c;
-  c.data.train = "synthetic:reverse";
-  c.data.synthetic_train_pairs = 2000;
-  c.data.synthetic_dev_pairs = 40;
-  c.data.synthetic_max_len = 8;
-  c.model.encoder_layers = c.model.decoder_layers = 1;
-  c.model.d_model = 32;
-  c.model.num_heads = 4;
-  c.model.ffn_dim = 64;
+  nmt::RunConfig c = nmt::test::tiny_reverse_config();
   // Dropout masks are keyed by rank and element position inside each rank's own batch, so with
   // dropout a data-parallel run draws other masks than one process over the union (both are valid
   // draws); the comparison needs it off.
   c.model.dropout = c.model.attention_dropout = c.model.relu_dropout = 0.0;
-  c.train.device = nmt::Device::cpu;
-  c.train.precision = nmt::DType::f32;
-  c.train.batch_tokens = 512;
   c.train.max_steps = 20;
   c.train.clip_norm = 1.0;
   // Adam with a large epsilon updates by ~lr * m (SGD with momentum): proportional to the gradient,
