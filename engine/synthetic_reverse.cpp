@@ -36,7 +36,8 @@ SyntheticReverse::SyntheticReverse(const DataConfig& cfg, uint64_t seed, int64_t
   int64_t padded = (cfg.synthetic_max_len + 1 + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
   sentences_per_batch_ = std::max<int64_t>(1, batch_tokens / padded);
   if (max_sentences > 0) sentences_per_batch_ = std::min(sentences_per_batch_, max_sentences);
-  sentences_per_batch_ = std::max<int64_t>(world_size, sentences_per_batch_ / world_size * world_size);
+  sentences_per_batch_ =
+      std::max<int64_t>(world_size, sentences_per_batch_ / world_size * world_size);
 
   std::set<std::vector<int32_t>> held_out;
   RngKey dev_key{seed, 0, kDevStream};
@@ -45,7 +46,8 @@ SyntheticReverse::SyntheticReverse(const DataConfig& cfg, uint64_t seed, int64_t
                              cfg.synthetic_vocab);
     if (held_out.insert(s).second) dev_src_.push_back(std::move(s));
     if (i > static_cast<uint64_t>(cfg.synthetic_dev_pairs) * 100)
-      throw std::invalid_argument("data.synthetic_dev_pairs: more than the task has distinct sequences");
+      throw std::invalid_argument(
+          "data.synthetic_dev_pairs: more than the task has distinct sequences");
   }
   RngKey train_key{seed, 0, kTrainStream};
   for (uint64_t i = 0; static_cast<int64_t>(train_.size()) < cfg.synthetic_train_pairs; ++i) {
@@ -53,31 +55,49 @@ SyntheticReverse::SyntheticReverse(const DataConfig& cfg, uint64_t seed, int64_t
                              cfg.synthetic_vocab);
     if (!held_out.count(s)) train_.push_back(std::move(s));
     if (i > static_cast<uint64_t>(cfg.synthetic_train_pairs) * 100)
-      throw std::invalid_argument("data.synthetic_train_pairs: too many for the task's sequence space");
+      throw std::invalid_argument(
+          "data.synthetic_train_pairs: too many for the task's sequence space");
   }
 }
 
-int64_t SyntheticReverse::vocab() const { return kFirstRegularId + cfg_.synthetic_vocab; }
+int64_t SyntheticReverse::vocab() const {
+  return kFirstRegularId + cfg_.synthetic_vocab;
+}
 
 int64_t SyntheticReverse::max_padded_len() const {
   return (cfg_.synthetic_max_len + 1 + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
 }
 
-static std::vector<int32_t> reversed(const std::vector<int32_t>& s) { return {s.rbegin(), s.rend()}; }
+static std::vector<int32_t> reversed(const std::vector<int32_t>& s) {
+  return {s.rbegin(), s.rend()};
+}
+
+int64_t SyntheticReverse::pick(int64_t index, int64_t i) const {
+  const RngKey key{seed_, static_cast<uint64_t>(index), kBatchStream};
+  const auto chosen = static_cast<int64_t>(rng_uniform(key, static_cast<uint64_t>(i)) *
+                                           static_cast<float>(train_.size()));
+  return std::min<int64_t>(chosen, static_cast<int64_t>(train_.size()) - 1);
+}
 
 Batch SyntheticReverse::train_batch(int64_t index) const {
-  RngKey key{seed_, static_cast<uint64_t>(index), kBatchStream};
   int64_t per_rank = sentences_per_batch_ / world_size_;
   std::vector<std::vector<int32_t>> src, tgt;
   std::vector<int64_t> ids;
   for (int64_t i = rank_ * per_rank; i < (rank_ + 1) * per_rank; ++i) {
-    auto pick = static_cast<int64_t>(rng_uniform(key, i) * static_cast<float>(train_.size()));
-    pick = std::min<int64_t>(pick, static_cast<int64_t>(train_.size()) - 1);
-    src.push_back(train_[pick]);
-    tgt.push_back(reversed(train_[pick]));
-    ids.push_back(pick);
+    const int64_t chosen = pick(index, i);
+    src.push_back(train_[chosen]);
+    tgt.push_back(reversed(train_[chosen]));
+    ids.push_back(chosen);
   }
   return make_batch(src, tgt, ids, kPadMultiple);
+}
+
+int64_t SyntheticReverse::global_tgt_tokens(int64_t index) const {
+  const int64_t sentences = sentences_per_batch_ / world_size_ * world_size_;
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < sentences; ++i)
+    tokens += static_cast<int64_t>(train_[pick(index, i)].size()) + 1;
+  return tokens;
 }
 
 std::vector<Batch> SyntheticReverse::dev_batches(int64_t sentences) const {

@@ -23,11 +23,17 @@ class SyntheticReverse {
 
   // This rank's slice of global batch `index` (0-based).
   Batch train_batch(int64_t index) const;
+  // Target tokens (each sentence plus its end token) of global batch `index` over all ranks: the
+  // count every rank divides its loss by.
+  int64_t global_tgt_tokens(int64_t index) const;
   // The held-out pairs in fixed order, in batches of at most `sentences`.
   std::vector<Batch> dev_batches(int64_t sentences) const;
   const std::vector<std::vector<int32_t>>& dev_sources() const { return dev_src_; }
 
  private:
+  // The training pair at position i (over all ranks) of global batch `index`.
+  int64_t pick(int64_t index, int64_t i) const;
+
   DataConfig cfg_;
   uint64_t seed_;
   int64_t sentences_per_batch_;

@@ -18,26 +18,28 @@ namespace {
 
 constexpr int64_t kPadMultiple = 8;
 
-int64_t padded(int64_t n) { return (n + kPadMultiple - 1) / kPadMultiple * kPadMultiple; }
+int64_t padded(int64_t n) {
+  return (n + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
+}
 
 class SyntheticData : public TrainingData {
  public:
   SyntheticData(const RunConfig& cfg, int world_size, int rank)
       : task_(cfg.data, static_cast<uint64_t>(cfg.train.seed), cfg.train.batch_tokens,
-              cfg.train.max_sentences, world_size, rank),
-        whole_(cfg.data, static_cast<uint64_t>(cfg.train.seed), cfg.train.batch_tokens,
-               cfg.train.max_sentences, 1, 0) {}
+              cfg.train.max_sentences, world_size, rank) {}
 
   int64_t vocab_size() const override { return task_.vocab(); }
   int64_t max_padded_len() const override { return task_.max_padded_len(); }
   Batch next_train() override {
-    last_tokens_ = whole_.train_batch(next_).tgt_tokens();
+    last_tokens_ = task_.global_tgt_tokens(next_);
     return task_.train_batch(next_++);
   }
   int64_t last_global_tgt_tokens() const override { return last_tokens_; }
   int64_t epoch() const override { return 0; }
   nlohmann::json position() const override { return {{"batch", next_}}; }
-  void restore(const nlohmann::json& position) override { next_ = position.at("batch").get<int64_t>(); }
+  void restore(const nlohmann::json& position) override {
+    next_ = position.at("batch").get<int64_t>();
+  }
   std::vector<Batch> dev_batches(int64_t max_tokens) const override {
     return task_.dev_batches(std::max<int64_t>(1, max_tokens / task_.max_padded_len()));
   }
@@ -51,7 +53,6 @@ class SyntheticData : public TrainingData {
 
  private:
   SyntheticReverse task_;
-  SyntheticReverse whole_;  // the global batch, for the token count every rank divides by
   int64_t next_ = 0;
   int64_t last_tokens_ = 0;
   std::vector<std::string> empty_;
@@ -92,7 +93,8 @@ class CorpusData : public TrainingData {
     TokenBatcherOptions o;
     o.max_tokens = cfg.train.batch_tokens;
     o.max_sentences = cfg.train.max_sentences;
-    o.window = std::max<int64_t>(cfg.train.bucket_window, 1) * std::max<int64_t>(cfg.train.batch_tokens / 16, 1);
+    o.window = std::max<int64_t>(cfg.train.bucket_window, 1) *
+               std::max<int64_t>(cfg.train.batch_tokens / 16, 1);
     o.seed = static_cast<uint64_t>(cfg.train.seed);
     o.pad_multiple = kPadMultiple;
     o.max_src_len = cfg.data.max_src_len;
@@ -126,7 +128,8 @@ class CorpusData : public TrainingData {
     o.pad_multiple = kPadMultiple;
     EvalBatcher batcher(*dev_, o);
     for (Batch b; batcher.next(b);) {
-      if (b.src_len > max_len_ || b.tgt_len > max_len_) continue;  // longer than the model plans for
+      if (b.src_len > max_len_ || b.tgt_len > max_len_)
+        continue;  // longer than the model plans for
       out.push_back(std::move(b));
     }
     return out;
@@ -143,7 +146,8 @@ class CorpusData : public TrainingData {
   void load_dev(const fs::path& dir) {
     nlohmann::json report = read_report(dir);
     if (!report.at("splits").contains("dev"))
-      throw std::runtime_error("data.dev: " + dir.string() + " has no dev split (nmt-prep --dev-src/--dev-tgt)");
+      throw std::runtime_error("data.dev: " + dir.string() +
+                               " has no dev split (nmt-prep --dev-src/--dev-tgt)");
     dev_ = std::make_unique<ShardCorpus>((dir / "dev.src.shard").string(),
                                          (dir / "dev.tgt.shard").string());
     const auto& split = report["splits"]["dev"];

@@ -45,3 +45,21 @@ TEST_CASE("synthetic:reverse splits a global batch evenly over ranks", "[engine]
   ids.insert(ids.end(), b.ids.begin(), b.ids.end());
   CHECK(ids == w.ids);
 }
+
+TEST_CASE("synthetic:reverse counts a global batch's target tokens over exactly the ranks' slices",
+          "[engine][data]") {
+  nmt::DataConfig cfg;
+  cfg.train = "synthetic:reverse";
+  cfg.synthetic_train_pairs = 500;
+  cfg.synthetic_dev_pairs = 10;
+  // 512 tokens / 16 (padded length) = 32 sentences, not a multiple of 3 ranks: 30 are used.
+  for (int world : {1, 2, 3}) {
+    INFO("world " << world);
+    for (int64_t index : {0, 7}) {
+      int64_t sum = 0;
+      for (int rank = 0; rank < world; ++rank)
+        sum += nmt::SyntheticReverse(cfg, 9, 512, 0, world, rank).train_batch(index).tgt_tokens();
+      CHECK(nmt::SyntheticReverse(cfg, 9, 512, 0, world, 0).global_tgt_tokens(index) == sum);
+    }
+  }
+}
