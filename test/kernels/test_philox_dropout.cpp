@@ -158,3 +158,57 @@ TEST_CASE("dropout rejects p outside [0, 1) and mismatched shapes", "[dropout][e
           dropout_backward(view(x, {2, 3}), y_view, 0.1f, {});
         }).find("dropout_backward") != std::string::npos);
 }
+
+TEST_CASE("dropout_residual_add is the residual plus dropout_forward's output, in place too",
+          "[dropout]") {
+  const RngKey key{31, 32, 33};
+  for (float p : {0.0f, 0.3f}) {
+    const std::vector<float> residual = random_uniform(1001, 50), branch = random_uniform(1001, 51);
+    const std::vector<float> dropped = dropout_of(branch, p, key);
+    std::vector<float> y(1001);
+    Tensor y_view = view(y, {7, 143});
+    dropout_residual_add(view(residual, {7, 143}), view(branch, {7, 143}), y_view, p, key);
+    for (size_t i = 0; i < y.size(); ++i) REQUIRE(y[i] == residual[i] + dropped[i]);
+    std::vector<float> in_place = branch;  // y aliasing the branch
+    Tensor in_place_view = view(in_place, {7, 143});
+    dropout_residual_add(view(residual, {7, 143}), in_place_view, in_place_view, p, key);
+    CHECK(in_place == y);
+  }
+  std::vector<float> y(6);
+  Tensor y_view = view(y, {6});
+  const std::vector<float> x(6), z(5);
+  CHECK(invalid_argument_message([&] {
+          dropout_residual_add(view(x, {6}), view(z, {5}), y_view, 0.1f, {});
+        }).find("dropout_residual_add") != std::string::npos);
+}
+
+TEST_CASE("dropout_residual_add's gradients match finite differences", "[dropout][gradcheck]") {
+  const RngKey key{41, 42, 43};
+  const float p = 0.25f;
+  for (int64_t n : {1, 5, 33}) {
+    const std::vector<float> residual = random_uniform(static_cast<size_t>(n), 60 + n);
+    const std::vector<float> branch = random_uniform(static_cast<size_t>(n), 70 + n);
+    const std::vector<float> weights = random_uniform(static_cast<size_t>(n), 80 + n);
+    auto loss_of = [&](const std::vector<float>& r, const std::vector<float>& b) {
+      std::vector<float> y(static_cast<size_t>(n));
+      Tensor y_view = view(y, {n});
+      dropout_residual_add(view(r, {n}), view(b, {n}), y_view, p, key);
+      return weighted_sum(y, weights);
+    };
+    // Documented backward: d_residual = dy, d_branch = dropout_backward(dy).
+    std::vector<float> d_branch(static_cast<size_t>(n));
+    Tensor d_branch_view = view(d_branch, {n});
+    dropout_backward(view(weights, {n}), d_branch_view, p, key);
+    const GradCheckOptions options{0.25, 1e-2, 0};
+    const GradCheckResult to_residual =
+        check_gradient([&](const std::vector<float>& r) { return loss_of(r, branch); }, residual,
+                       weights, options);
+    const GradCheckResult to_branch =
+        check_gradient([&](const std::vector<float>& b) { return loss_of(residual, b); }, branch,
+                       d_branch, options);
+    INFO("n = " << n << ": residual " << to_residual.describe() << "; branch "
+                << to_branch.describe());
+    CHECK(to_residual.max_rel_error < 1e-3);
+    CHECK(to_branch.max_rel_error < 1e-3);
+  }
+}
