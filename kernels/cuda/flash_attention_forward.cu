@@ -218,6 +218,10 @@ void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
   p.lse = static_cast<float*>(lse.data);
   p.vector_io = p.vector_io && flash::aligned16(out.data, out.dim(1), 0, out.dtype);
   cudaStream_t stream = current_stream();
+  // Long queries on Hopper: the wgmma kernel (it needs 16-byte rows). The mma.sync kernels below
+  // are the fallback everywhere else.
+  if (p.vector_io && shape.q_len > flash::kTile && flash::wgmma_kernels_usable())
+    return flash::launch_forward_wgmma(in.q.dtype, static_cast<int>(shape.head_dim), p, stream);
   flash::dispatch(in.q.dtype, shape.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int D = decltype(dim_tag)::value;

@@ -127,6 +127,9 @@ void launch_backward_delta(DType dtype, int head_dim, const Params& p, cudaStrea
 // The whole backward when q_len and kv_len are at most 64 and head_dim is 64
 // (flash_attention_backward_short.cu).
 void launch_backward_short(DType dtype, const Params& p, cudaStream_t stream);
+// Forward for long query sequences with wgmma; needs p.vector_io and wgmma_kernels_usable()
+// (flash_attention_forward_wgmma.cu).
+void launch_forward_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
 // The short-sentence forward and backward (head_dim 64) on wgmma; need p.vector_io and
 // wgmma_kernels_usable() (flash_attention_short_wgmma.cu).
 void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream);

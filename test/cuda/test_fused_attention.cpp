@@ -55,6 +55,10 @@ std::vector<Case> cases() {
       {shape(2, 65, 65, 2, 128, true), {65, 30}},     // head_dim 128
       {shape(1, 200, 300, 2, 128, false), {257}},     //
       {shape(2, 33, 17, 1, 128, false), {17, 0}},     //
+      {shape(2, 300, 512, 2, 64, false), {512, 77}},  // long queries: 128-query blocks
+      {shape(2, 192, 192, 2, 64, false), {192, 70}},  //
+      {shape(2, 200, 200, 2, 128, true), {200, 77}},  //
+      {shape(3, 160, 9, 1, 128, false), {9, 0, 3}},   // one short key tile, an empty sentence
   };
 }
 
