@@ -8,6 +8,9 @@
 // When kv_len <= 64 a key tile holds every key, so the dK/dV block also owns complete dQ rows: it
 // writes them itself (dS through shared memory) and steps 1 and 3 are skipped; this is the NMT
 // case, where the whole backward is one launch.
+// Longer keys on Hopper with 16-byte aligned rows use the warpgroup-MMA kernels instead
+// (flash_attention_backward_wgmma.cu: dQ with delta fused, then dK/dV); these mma.sync kernels
+// remain the fallback.
 #include <cmath>
 
 #include "kernels/cuda/check.h"
@@ -206,10 +209,18 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
                ? flash::launch_backward_short_wgmma(dtype, p, stream)
                : flash::launch_backward_short(dtype, p, stream);
   const bool fuse_dq = shape.kv_len > 0 && shape.kv_len <= flash::kTile;
+  // Long sequences on Hopper: the warpgroup-MMA kernels (they need 16-byte aligned rows).
+  const bool use_wgmma = !fuse_dq && p.vector_io && flash::wgmma_kernels_usable();
   if (shape.q_len > 0 && !fuse_dq) {
     const size_t delta_bytes = static_cast<size_t>(shape.batch * shape.heads * shape.q_len) * 4;
     p.delta = static_cast<float*>(stream_resources(stream).scratch(delta_bytes));
-    flash::launch_backward_delta(dtype, head_dim, p, stream);
+    if (!use_wgmma) flash::launch_backward_delta(dtype, head_dim, p, stream);
+  }
+  if (use_wgmma) {
+    // dQ first: besides dQ it computes delta, which the dK/dV kernel reads.
+    if (shape.q_len > 0) flash::launch_backward_dq_wgmma(dtype, head_dim, p, stream);
+    if (shape.kv_len > 0) flash::launch_backward_dkdv_wgmma(dtype, head_dim, p, stream);
+    return;
   }
   if (shape.kv_len > 0)
     flash::dispatch(dtype, head_dim, [&](auto type_tag, auto dim_tag) {

@@ -136,5 +136,10 @@ void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& p, cuda
 void launch_backward_short_wgmma(DType dtype, const Params& p, cudaStream_t stream);
 // dQ for every query tile, looping over key tiles (flash_attention_backward_dq.cu).
 void launch_backward_dq(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
+// The warpgroup-MMA (sm_90a) kernels for kv_len > 64 (flash_attention_backward_wgmma.cu), for
+// when p.vector_io and wgmma_kernels_usable(). The dQ kernel runs first: it also computes delta
+// into p.delta (scratch of [batch, heads, q_len] floats), which the dK/dV kernel reads.
+void launch_backward_dkdv_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
+void launch_backward_dq_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
 
 }  // namespace nmt::cuda::flash

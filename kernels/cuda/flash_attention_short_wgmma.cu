@@ -239,12 +239,13 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
       wgmma::mma_rs<T, true>(dk, a, mn_major(s_q, 0, kq), kq > 0);
     }
     wgmma::commit();
-    // While dV and dK run: dSᵀ into shared memory ([key][query]) for dQ = dS K.
-    wgmma::stage_rows<T, 8>(s_ds, dpt, 1.0f, warp, lane);
-    wgmma::fence_async_proxy();
     wgmma::wait<0>();
     wgmma::hold(dv);
     wgmma::hold(dk);
+    // dSᵀ into shared memory ([key][query]) for dQ = dS K. Only now: while a product whose A
+    // operand comes from registers runs, other code must not get the chance to reuse them.
+    wgmma::stage_rows<T, 8>(s_ds, dpt, 1.0f, warp, lane);
+    wgmma::fence_async_proxy();
     __syncthreads();  // s_ds complete
 
     // dQ = dS K on the tensor cores while dV goes out through V's rows (V is no longer read).

@@ -148,6 +148,10 @@ __device__ __forceinline__ void mma_ss(float (&d)[8][4], uint64_t a, uint64_t b,
 
 // d (64x64) = (accumulate ? d : 0) + a (64x16 in registers) * b, where b (16x64) is an smem block
 // stored [k][n] (MN-major) when kTransposedB, else [n][k] (K-major).
+// The hardware reads `a` asynchronously: keep other work out of the span between this call and
+// the wait<>() that completes it, or ptxas (CUDA 13.0) may give the a registers to other values
+// (seen: dS reusing held Q fragments, wrong dQ); products with both operands in shared memory
+// have no such hazard.
 template <typename T, bool kTransposedB>
 __device__ __forceinline__ void mma_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b,
                                        bool accumulate) {

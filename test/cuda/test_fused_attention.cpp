@@ -59,6 +59,11 @@ std::vector<Case> cases() {
       {shape(2, 192, 192, 2, 64, false), {192, 70}},  //
       {shape(2, 200, 200, 2, 128, true), {200, 77}},  //
       {shape(3, 160, 9, 1, 128, false), {9, 0, 3}},   // one short key tile, an empty sentence
+      // head_dim 128, causal, several tiles: the two-warpgroup wgmma blocks, where one group
+      // skips the tiles its queries (dQ) or keys (dK/dV) do not reach; aligned layouts without
+      // dropout (fused qkv) and with it (fused kv).
+      {shape(1, 300, 300, 2, 128, true), {280}},
+      {shape(2, 200, 200, 1, 128, true), {200, 150}},
   };
 }
 
