@@ -32,12 +32,13 @@ Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward&
   if (shape_.pre_norm) {
     layernorm_forward(x, gain_->compute, bias_->compute, normed, mean, rstd, shape_.layernorm_eps);
     f(normed, f_out);
-    dropout_residual_add(x, f_out, out, p_, key_);
+    if (p_ > 0) dropout_forward(f_out, f_out, p_, key_);
+    residual_add(x, f_out, out);
   } else {
     f(x, f_out);
-    dropout_residual_add(x, f_out, normed, p_, key_);  // normed_ holds the LN input here
-    layernorm_forward(normed, gain_->compute, bias_->compute, out, mean, rstd,
-                      shape_.layernorm_eps);
+    if (p_ > 0) dropout_forward(f_out, f_out, p_, key_);
+    residual_add(x, f_out, normed);  // normed_ holds the LN input here
+    layernorm_forward(normed, gain_->compute, bias_->compute, out, mean, rstd, shape_.layernorm_eps);
   }
   return out;
 }
@@ -49,13 +50,15 @@ void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
   Tensor g1 = ws.s1.view({rows, d}), g2 = ws.s2.view({rows, d}), g3 = ws.s3.view({rows, d});
   if (shape_.pre_norm) {
     if (p_ > 0) dropout_backward(d_out, g1, p_, key_);
-    f_backward(p_ > 0 ? g1 : d_out, g2);  // gradient w.r.t. LN(x)
+    else copy_tensor(d_out, g1);
+    f_backward(g1, g2);  // gradient w.r.t. LN(x)
     layernorm_backward(g2, x_, gain_->compute, mean, rstd, g3, gain_->grad, bias_->grad);
     residual_add(d_out, g3, d_x);
   } else {
     layernorm_backward(d_out, normed, gain_->compute, mean, rstd, g1, gain_->grad, bias_->grad);
     if (p_ > 0) dropout_backward(g1, g2, p_, key_);
-    f_backward(p_ > 0 ? g2 : g1, g3);
+    else copy_tensor(g1, g2);
+    f_backward(g2, g3);
     residual_add(g1, g3, d_x);
   }
 }

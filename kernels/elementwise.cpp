@@ -93,26 +93,17 @@ namespace {
 
 float host_load(const Tensor& t, int64_t i) {
   switch (t.dtype) {
-    case DType::bf16:
-      return bf16_to_float(static_cast<const uint16_t*>(t.data)[i]);
-    case DType::f16:
-      return f16_to_float(static_cast<const uint16_t*>(t.data)[i]);
-    default:
-      return static_cast<const float*>(t.data)[i];
+    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(t.data)[i]);
+    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(t.data)[i]);
+    default: return static_cast<const float*>(t.data)[i];
   }
 }
 
 void host_store(const Tensor& t, int64_t i, float v) {
   switch (t.dtype) {
-    case DType::bf16:
-      static_cast<uint16_t*>(t.data)[i] = float_to_bf16(v);
-      break;
-    case DType::f16:
-      static_cast<uint16_t*>(t.data)[i] = float_to_f16(v);
-      break;
-    default:
-      static_cast<float*>(t.data)[i] = v;
-      break;
+    case DType::bf16: static_cast<uint16_t*>(t.data)[i] = float_to_bf16(v); break;
+    case DType::f16: static_cast<uint16_t*>(t.data)[i] = float_to_f16(v); break;
+    default: static_cast<float*>(t.data)[i] = v; break;
   }
 }
 
@@ -148,28 +139,12 @@ void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
   cpu::dropout_apply(detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "y", y), x.numel(), p, key);
 }
 
-void dropout_residual_add(const Tensor& residual, const Tensor& branch, Tensor& y, float p,
-                          const RngKey& key) {
-  constexpr const char* op = "dropout_residual_add";
-  detail::require_same_shape(op, "branch", branch, "residual", residual);
-  detail::require_same_shape(op, "y", y, "residual", residual);
-  check_dropout_p(op, p);
-  check_same_device(op, {&residual, &branch, &y});
-  if (p == 0.0f) return residual_add(residual, branch, y);
-  if (detail::call_device({&residual, &branch, &y}) == Device::cuda)
-    return cuda::dropout_residual_add(residual, branch, y, p, key);
-  cpu::dropout_residual_apply(detail::cpu_f32(op, "residual", residual),
-                              detail::cpu_f32(op, "branch", branch), detail::cpu_f32(op, "y", y),
-                              residual.numel(), p, key);
-}
-
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {
   constexpr const char* op = "dropout_backward";
   detail::require_same_shape(op, "dx", dx, "dy", dy);
   check_dropout_p(op, p);
   check_same_device(op, {&dy, &dx});
-  if (detail::call_device({&dy, &dx}) == Device::cuda)
-    return cuda::dropout_backward(dy, dx, p, key);
+  if (detail::call_device({&dy, &dx}) == Device::cuda) return cuda::dropout_backward(dy, dx, p, key);
   // The map is linear with a diagonal mask, so its backward applies the same mask to dy.
   cpu::dropout_apply(detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "dx", dx), dy.numel(), p,
                      key);

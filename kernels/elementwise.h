@@ -30,10 +30,5 @@ void convert_tensor(const Tensor& src, Tensor& dst);
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
 // dx = dy * keep / (1 - p) with the same mask regenerated from key. dx may alias dy.
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
-// The end of a Transformer sublayer in one pass: y = residual + dropout_forward(branch) (same
-// mask), rounded once. Its backward: d_residual = dy, d_branch = dropout_backward(dy). y may alias
-// either input; p == 0 is a plain residual add.
-void dropout_residual_add(const Tensor& residual, const Tensor& branch, Tensor& y, float p,
-                          const RngKey& key);
 
 }  // namespace nmt

@@ -38,12 +38,12 @@ void scale_inplace(float* y, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
-namespace {
-
-// y[i] = (residual ? residual[i] : 0) + x[i] * mask[i] in chunks of a multiple of four elements,
-// so no Philox block is drawn twice.
-void apply_mask(const float* residual, const float* x, float* y, int64_t n, float p,
-                const RngKey& key) {
+void dropout_apply(const float* x, float* y, int64_t n, float p, const RngKey& key) {
+  if (p == 0.0f) {
+    if (y != x) std::copy(x, x + n, y);
+    return;
+  }
+  // Chunks of a multiple of four elements, so no Philox block is drawn twice.
   constexpr int64_t kChunk = 1024;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelElements)
@@ -52,26 +52,8 @@ void apply_mask(const float* residual, const float* x, float* y, int64_t n, floa
     const int64_t count = std::min(kChunk, n - begin);
     float scales[kChunk];
     dropout_scales(key, static_cast<uint64_t>(begin), count, p, scales);
-    for (int64_t i = 0; i < count; ++i) {
-      const float dropped = x[begin + i] * scales[i];
-      y[begin + i] = residual ? residual[begin + i] + dropped : dropped;
-    }
+    for (int64_t i = 0; i < count; ++i) y[begin + i] = x[begin + i] * scales[i];
   }
-}
-
-}  // namespace
-
-void dropout_apply(const float* x, float* y, int64_t n, float p, const RngKey& key) {
-  if (p == 0.0f) {
-    if (y != x) std::copy(x, x + n, y);
-    return;
-  }
-  apply_mask(nullptr, x, y, n, p, key);
-}
-
-void dropout_residual_apply(const float* residual, const float* branch, float* y, int64_t n,
-                            float p, const RngKey& key) {
-  apply_mask(residual, branch, y, n, p, key);
 }
 
 }  // namespace nmt::cpu

@@ -17,8 +17,5 @@ void scale_inplace(float* y, float s, int64_t n);                           // y
 // y = x * keep / (1 - p), keep from dropout_keep(key, flat index, p); requires 0 <= p < 1.
 // The backward is the same map applied to dy (the mask is regenerated from key).
 void dropout_apply(const float* x, float* y, int64_t n, float p, const RngKey& key);
-// y = residual + dropout(branch), the mask of dropout_apply; y may alias either input.
-void dropout_residual_apply(const float* residual, const float* branch, float* y, int64_t n,
-                            float p, const RngKey& key);
 
 }  // namespace nmt::cpu

@@ -51,8 +51,6 @@ void copy_tensor(const Tensor& src, Tensor& dst);     // any dtype; either side 
 void convert_tensor(const Tensor& src, Tensor& dst);  // float dtypes, both on the GPU
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
-void dropout_residual_add(const Tensor& residual, const Tensor& branch, Tensor& y, float p,
-                          const RngKey& key);
 
 // --- linear.h (cuBLASLt) -----------------------------------------------------------------------
 // x: [rows, in] T; w: [out, in] T; b: [out] T or empty; y: [rows, out] T.

@@ -3,7 +3,6 @@
 // dropout draws one Philox block per four elements, exactly as the CPU does.
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -90,11 +89,9 @@ __device__ __forceinline__ Philox4 dropout_block(const RngKey& key, uint64_t blo
                     static_cast<uint32_t>(key.seed >> 32));
 }
 
-// One thread per block of four elements (one Philox call): y = x * mask (+ residual when
-// kResidual). y may alias x or residual.
-template <typename T, bool PACKED, bool kResidual>
-__global__ void dropout_kernel(const T* x, const T* residual, T* y, int64_t n, float p,
-                               float keep_scale, RngKey key) {
+// One thread per block of four elements (one Philox call). y may alias x.
+template <typename T, bool PACKED>
+__global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_scale, RngKey key) {
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t first = block * 4;
   if (first >= n) return;
@@ -108,22 +105,13 @@ __global__ void dropout_kernel(const T* x, const T* residual, T* y, int64_t n, f
   if (PACKED && first + 4 <= n) {
     using P = Pack<T, 4>;
     const P in = reinterpret_cast<const P*>(x)[block];
-    P add;
-    if (kResidual) add = reinterpret_cast<const P*>(residual)[block];
     P out;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      // _rn: no fused multiply-add, so the sum rounds as the CPU reference's does.
-      const float dropped = __fmul_rn(to_float(in.v[j]), scales[j]);
-      out.v[j] = from_float<T>(kResidual ? __fadd_rn(to_float(add.v[j]), dropped) : dropped);
-    }
+    for (int j = 0; j < 4; ++j) out.v[j] = from_float<T>(to_float(in.v[j]) * scales[j]);
     reinterpret_cast<P*>(y)[block] = out;
   } else {
-    for (int j = 0; j < 4 && first + j < n; ++j) {
-      const float dropped = __fmul_rn(to_float(x[first + j]), scales[j]);
-      y[first + j] =
-          from_float<T>(kResidual ? __fadd_rn(to_float(residual[first + j]), dropped) : dropped);
-    }
+    for (int j = 0; j < 4 && first + j < n; ++j)
+      y[first + j] = from_float<T>(to_float(x[first + j]) * scales[j]);
   }
 }
 
@@ -139,17 +127,14 @@ void check_dropout_p(const char* op, float p) {
                                 " is outside [0, 1)");
 }
 
-// y = dropout(x) (+ residual, when given: the residual add of a Transformer block fused in).
-void apply_dropout(const char* op, const Tensor& x, const Tensor* residual, Tensor& y, float p,
-                   const RngKey& key) {
+void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const RngKey& key) {
   check_same(op, "output", y, "input", x);
-  if (residual) check_same(op, "residual", *residual, "input", x);
   check_dropout_p(op, p);
-  require_on_gpu(op, {{"input", &x}, {"output", &y}, {"residual", residual ? residual : &x}});
+  require_on_gpu(op, {{"input", &x}, {"output", &y}});
   const int64_t n = x.numel();
   if (n == 0) return;
   cudaStream_t stream = current_stream();
-  if (p == 0.0f && !residual) {
+  if (p == 0.0f) {
     if (x.data != y.data)
       CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, x.bytes(), cudaMemcpyDeviceToDevice, stream));
     return;
@@ -163,19 +148,11 @@ void apply_dropout(const char* op, const Tensor& x, const Tensor* residual, Tens
     };
     const unsigned blocks = blocks_for((n + 3) / 4, kThreads);
     const T* in = static_cast<const T*>(x.data);
-    const T* add = residual ? static_cast<const T*>(residual->data) : nullptr;
     T* out = static_cast<T*>(y.data);
-    const bool packed = address_ok(x.data) && address_ok(y.data) && (!add || address_ok(add));
-    auto launch = [&](auto packed_tag, auto residual_tag) {
-      dropout_kernel<T, decltype(packed_tag)::value, decltype(residual_tag)::value>
-          <<<blocks, kThreads, 0, stream>>>(in, add, out, n, p, keep_scale, key);
-    };
-    using Yes = std::true_type;
-    using No = std::false_type;
-    if (add)
-      packed ? launch(Yes{}, Yes{}) : launch(No{}, Yes{});
+    if (address_ok(x.data) && address_ok(y.data))
+      dropout_kernel<T, true><<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key);
     else
-      packed ? launch(Yes{}, No{}) : launch(No{}, No{});
+      dropout_kernel<T, false><<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -256,17 +233,12 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
 }
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
-  apply_dropout("dropout_forward", x, nullptr, y, p, key);
-}
-
-void dropout_residual_add(const Tensor& residual, const Tensor& branch, Tensor& y, float p,
-                          const RngKey& key) {
-  apply_dropout("dropout_residual_add", branch, &residual, y, p, key);
+  apply_dropout("dropout_forward", x, y, p, key);
 }
 
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {
   // The map is linear with a diagonal mask: its backward applies the same mask to dy.
-  apply_dropout("dropout_backward", dy, nullptr, dx, p, key);
+  apply_dropout("dropout_backward", dy, dx, p, key);
 }
 
 }  // namespace nmt::cuda
