@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/check.h"
 #include "kernels/cuda/op_checks.h"
 #include "kernels/tensor.h"
 
@@ -45,6 +46,20 @@ __device__ __forceinline__ __half from_float<__half>(float v) {
   return __float2half_rn(v);
 }
 
+// Two values rounded to T and packed into 4 bytes, the low half first (an MMA operand register).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
 // N elements loaded or stored with one instruction (N * sizeof(T) = 16 gives the 128-bit access).
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {
@@ -54,6 +69,14 @@ struct alignas(sizeof(T) * N) Pack {
 // Elements per 16-byte access.
 template <typename T>
 constexpr int kPackWidth = static_cast<int>(16 / sizeof(T));
+
+// Blocks of `kernel` that fit on one SM at once (at least 1).
+template <typename Kernel>
+int resident_blocks_per_sm(Kernel kernel, int threads, size_t shared_bytes) {
+  int blocks = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared_bytes));
+  return blocks > 1 ? blocks : 1;
+}
 
 // Butterfly sums: a + b == b + a exactly, so every lane ends with the same bits.
 __device__ __forceinline__ float warp_sum(float v) {

@@ -23,7 +23,9 @@ namespace nmt::cuda::flash {
 namespace {
 
 constexpr int kGroupThreads = 128;  // one warpgroup: 4 warps of 16 rows, 64 rows of a product
-constexpr int kPrefetch = 2;        // tiles in flight ahead of the one in use
+static_assert(kGroupThreads == kThreads,
+              "a warpgroup fills a dropout tile as fill_dropout_tile's block");
+constexpr int kPrefetch = 2;  // tiles in flight ahead of the one in use
 // cp.async stages of the streamed tiles: the last product of an iteration still runs while the
 // copies of the tile after next are issued, so a stage is refilled two iterations after its use.
 constexpr int kStages = kPrefetch + 2;
@@ -33,92 +35,6 @@ constexpr int kSwizzledTile = kTile* D;  // elements of a swizzled [64][D] tile 
 
 __device__ __forceinline__ void group_barrier(int group) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(group + 1), "n"(kGroupThreads) : "memory");
-}
-
-// Dynamic shared memory rounded up to the 1024-byte boundary the swizzled blocks need (the launch
-// asks for 1024 bytes more).
-__device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
-  return raw + ((1024u - (shared_address(raw) & 1023u)) & 1023u);
-}
-
-// keep[r * kMaskStride + c] = dropout_keep(key, first + r * row_step + c, p) for a 64 x 64 tile,
-// filled by the 128 threads of one warpgroup (`thread` = index within it), as fill_dropout_tile
-// draws it; a group barrier must follow before use.
-__device__ __forceinline__ void fill_group_keep(uint8_t* keep, const RngKey& key, float p,
-                                                uint64_t first, uint64_t row_step, int thread) {
-  constexpr int kBlocksPerRow = kTile / 4 + 1;  // a row of 64 may straddle 17 blocks of 4
-  for (int w = thread; w < kTile * kBlocksPerRow; w += kGroupThreads) {
-    const int r = w / kBlocksPerRow;
-    const uint64_t row_first = first + r * row_step;
-    const uint64_t block = (row_first >> 2) + w % kBlocksPerRow;
-    if (block * 4 >= row_first + kTile) continue;
-    const Philox4 draw = philox_block(key, block);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint64_t e = block * 4 + j;
-      if (e >= row_first && e < row_first + kTile)
-        keep[r * kMaskStride + static_cast<int>(e - row_first)] =
-            static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f) >= p;
-    }
-  }
-}
-
-// Element (row, col) of a swizzled [64][D] tile.
-__device__ __forceinline__ int tile_offset(int row, int col) {
-  return (col / wgmma::kBlockCols) * kSwizzledBlock + wgmma::swizzled_offset(row, col % 64);
-}
-
-// cp.asyncs rows [0, valid_rows) of a [64, D] tile (global rows `stride` elements apart, 16-byte
-// aligned) into a swizzled tile and zero-fills the rest; kThreads threads, this one `thread`. As
-// wgmma::load_swizzled, with the trip count known at compile time (fewer instructions per copy).
-template <typename T, int D, int kThreads>
-__device__ __forceinline__ void copy_tile(T* tile, const T* gmem, int64_t stride, int valid_rows,
-                                          int thread) {
-  constexpr int kChunksPerRow = D / 8, kRowsPerPass = kThreads / kChunksPerRow;
-  static_assert(kThreads % kChunksPerRow == 0 && kTile % kRowsPerPass == 0);
-  const int row0 = thread / kChunksPerRow, col = (thread % kChunksPerRow) * 8;
-#pragma unroll
-  for (int i = 0; i < kTile / kRowsPerPass; ++i) {
-    const int row = row0 + i * kRowsPerPass;
-    const bool valid = row < valid_rows;
-    cp_async16(tile + tile_offset(row, col), valid ? gmem + row * stride + col : gmem, valid);
-  }
-}
-
-// A warp's 16 accumulator rows (times `factor`, as T) to global rows [0, rows) of `gmem`: staged
-// in the warp's own 16 rows of a swizzled [64][D] tile (no other warp touches them), then written
-// in 16-byte chunks.
-template <typename T, int D>
-__device__ __forceinline__ void store_warp_rows(T* gmem, int64_t stride, T* tile,
-                                                const float (&acc)[D / 64][8][4], float factor,
-                                                int warp, int lane, int rows) {
-  const int g = lane / 4, t4 = lane % 4;
-#pragma unroll
-  for (int blk = 0; blk < D / 64; ++blk)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int col = blk * 64 + 8 * j + 2 * t4;
-      *reinterpret_cast<uint32_t*>(tile + tile_offset(warp * 16 + g, col)) =
-          pack2<T>(acc[blk][j][0] * factor, acc[blk][j][1] * factor);
-      *reinterpret_cast<uint32_t*>(tile + tile_offset(warp * 16 + g + 8, col)) =
-          pack2<T>(acc[blk][j][2] * factor, acc[blk][j][3] * factor);
-    }
-  __syncwarp();
-  constexpr int kChunksPerRow = D / 8;
-#pragma unroll
-  for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
-    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-    if (row < rows)
-      *reinterpret_cast<uint4*>(gmem + row * stride + col) =
-          *reinterpret_cast<const uint4*>(tile + tile_offset(warp * 16 + row, col));
-  }
-}
-
-// Zeroes rows [0, rows) of a [rows, D] block (head columns only); called by the whole block.
-template <typename T, int D>
-__device__ __forceinline__ void zero_block_rows(T* gmem, int64_t stride, int rows) {
-  for (int e = threadIdx.x; e < rows * D; e += blockDim.x)
-    gmem[static_cast<int64_t>(e / D) * stride + e % D] = zero_value<T>();
 }
 
 // Packs accumulator chunks 2 kq, 2 kq + 1 (times the dropout factor) into the A fragment of
@@ -144,10 +60,10 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
   constexpr int kWideTile = kGroups * kTile;  // keys per block
   constexpr int kBlocks = D / 64;
   extern __shared__ unsigned char smem_raw[];
-  T* s_k = reinterpret_cast<T*>(aligned_smem(smem_raw));  // [group][64][D] swizzled
-  T* s_v = s_k + kGroups * kSwizzledTile<D>;              // [group][64][D]
-  T* s_q = s_v + kGroups * kSwizzledTile<D>;              // [stage][64][D]
-  T* s_do = s_q + kStages * kSwizzledTile<D>;             // [stage][64][D]
+  T* s_k = reinterpret_cast<T*>(wgmma::align_to_swizzle(smem_raw));  // [group][64][D] swizzled
+  T* s_v = s_k + kGroups * kSwizzledTile<D>;                         // [group][64][D]
+  T* s_q = s_v + kGroups * kSwizzledTile<D>;                         // [stage][64][D]
+  T* s_do = s_q + kStages * kSwizzledTile<D>;                        // [stage][64][D]
   float* s_lse = reinterpret_cast<float*>(s_do + kStages * kSwizzledTile<D>);  // [stage][64]
   float* s_delta = s_lse + kStages * kTile;                                    // [stage][64]
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_delta + kStages * kTile);     // [group][q][key]
@@ -165,8 +81,8 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
   T* dk = static_cast<T*>(p.dk) + kv_row0 * p.dk_stride + h * D;
   T* dv = static_cast<T*>(p.dv) + kv_row0 * p.dv_stride + h * D;
   if (key_rows <= 0 || first_q_tile >= q_tiles) {  // no query sees these keys: zero gradients
-    zero_block_rows<T, D>(dk, p.dk_stride, kv_rows);
-    zero_block_rows<T, D>(dv, p.dv_stride, kv_rows);
+    zero_rows<T, D>(dk, p.dk_stride, kv_rows);
+    zero_rows<T, D>(dv, p.dv_stride, kv_rows);
     return;
   }
   const int tiles = q_tiles - first_q_tile;
@@ -179,10 +95,10 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
   auto load_query_tile = [&](int i) {  // query tile first_q_tile + i into stage i % kStages
     const int m = (first_q_tile + i) * kTile, rows = min(kTile, p.q_len - m);
     const int stage = i % kStages;
-    copy_tile<T, D, kBlockThreads>(s_q + stage * kSwizzledTile<D>, q + m * p.q_stride, p.q_stride,
-                                   rows, tid);
-    copy_tile<T, D, kBlockThreads>(s_do + stage * kSwizzledTile<D>, d_out + m * p.d_out_stride,
-                                   p.d_out_stride, rows, tid);
+    wgmma::load_swizzled<T, D, kBlockThreads>(s_q + stage * kSwizzledTile<D>, q + m * p.q_stride,
+                                              p.q_stride, rows, tid);
+    wgmma::load_swizzled<T, D, kBlockThreads>(
+        s_do + stage * kSwizzledTile<D>, d_out + m * p.d_out_stride, p.d_out_stride, rows, tid);
   };
   // lse and delta of a tile's queries: read into registers when the tile's copies are issued and
   // stored to its stage at the next advance, so the global load latency hides behind the work.
@@ -206,10 +122,12 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
   const T* v = static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D;
 #pragma unroll
   for (int i = 0; i < kGroups; ++i) {
-    copy_tile<T, D, kBlockThreads>(s_k + i * kSwizzledTile<D>, k + i * kTile * p.k_stride,
-                                   p.k_stride, key_rows - i * kTile, tid);
-    copy_tile<T, D, kBlockThreads>(s_v + i * kSwizzledTile<D>, v + i * kTile * p.v_stride,
-                                   p.v_stride, key_rows - i * kTile, tid);
+    wgmma::load_swizzled<T, D, kBlockThreads>(s_k + i * kSwizzledTile<D>,
+                                              k + i * kTile * p.k_stride, p.k_stride,
+                                              key_rows - i * kTile, tid);
+    wgmma::load_swizzled<T, D, kBlockThreads>(s_v + i * kSwizzledTile<D>,
+                                              v + i * kTile * p.v_stride, p.v_stride,
+                                              key_rows - i * kTile, tid);
   }
   load_query_tile(0);
   fetch_rows(0);
@@ -248,9 +166,9 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
     const bool active = group_key0 < length && !(p.causal && group_key0 > m0 + kTile - 1);
     if (active) {
       if constexpr (kDropout) {
-        fill_group_keep(keep, p.key, p.dropout_p,
-                        (static_cast<uint64_t>(bh) * p.q_len + m0) * p.kv_len + group_key0,
-                        p.kv_len, group_thread);
+        fill_dropout_tile(keep, p.key, p.dropout_p,
+                          (static_cast<uint64_t>(bh) * p.q_len + m0) * p.kv_len + group_key0,
+                          p.kv_len, group_thread);
         group_barrier(group);
       }
       const T* q_tile = s_q + stage * kSwizzledTile<D>;
@@ -343,11 +261,18 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
   }
 
   // Stage in the group's own K / V tiles (only this group's products read them, all complete).
-  const int row = group * kTile + warp * 16, rows = min(16, kv_rows - row);
-  store_warp_rows<T, D>(dk + row * p.dk_stride, p.dk_stride, s_k + group * kSwizzledTile<D>, dk_acc,
-                        p.scale, warp, lane, rows);
-  store_warp_rows<T, D>(dv + row * p.dv_stride, p.dv_stride, s_v + group * kSwizzledTile<D>, dv_acc,
-                        1.0f, warp, lane, rows);
+  T* dk_tile = s_k + group * kSwizzledTile<D>;
+  T* dv_tile = s_v + group * kSwizzledTile<D>;
+  wgmma::stage_rows<T, D / 8>(dk_tile, reinterpret_cast<float(&)[D / 8][4]>(dk_acc), p.scale, warp,
+                              lane);
+  wgmma::stage_rows<T, D / 8>(dv_tile, reinterpret_cast<float(&)[D / 8][4]>(dv_acc), 1.0f, warp,
+                              lane);
+  __syncwarp();
+  const int group_row0 = group * kTile;
+  wgmma::store_rows<T, D>(dk + group_row0 * p.dk_stride, p.dk_stride, dk_tile, kv_rows - group_row0,
+                          warp, lane);
+  wgmma::store_rows<T, D>(dv + group_row0 * p.dv_stride, p.dv_stride, dv_tile, kv_rows - group_row0,
+                          warp, lane);
 }
 
 // dQ and delta of kGroups * 64 queries (grid: x the (sentence, head) pair, y the query block,
@@ -359,10 +284,10 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
   constexpr int kWideTile = kGroups * kTile;  // queries per block
   constexpr int kBlocks = D / 64;
   extern __shared__ unsigned char smem_raw[];
-  T* s_q = reinterpret_cast<T*>(aligned_smem(smem_raw));  // [group][64][D] swizzled
-  T* s_do = s_q + kGroups * kSwizzledTile<D>;             // [group][64][D]
-  T* s_k = s_do + kGroups * kSwizzledTile<D>;             // [stage][64][D]
-  T* s_v = s_k + kStages * kSwizzledTile<D>;              // [stage][64][D]
+  T* s_q = reinterpret_cast<T*>(wgmma::align_to_swizzle(smem_raw));  // [group][64][D] swizzled
+  T* s_do = s_q + kGroups * kSwizzledTile<D>;                        // [group][64][D]
+  T* s_k = s_do + kGroups * kSwizzledTile<D>;                        // [stage][64][D]
+  T* s_v = s_k + kStages * kSwizzledTile<D>;                         // [stage][64][D]
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_v + kStages * kSwizzledTile<D>);  // [group][q][k]
 
   const int tid = threadIdx.x, group = tid / kGroupThreads, group_thread = tid % kGroupThreads;
@@ -409,26 +334,28 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
     if (t4 == 0 && t < p.q_len) p.delta[static_cast<int64_t>(bh) * p.q_len + t] = sum;
   }
   if (key_tiles == 0) {
-    zero_block_rows<T, D>(dq, p.dq_stride, q_rows);
+    zero_rows<T, D>(dq, p.dq_stride, q_rows);
     return;
   }
   const T* k = static_cast<const T*>(p.k) + static_cast<int64_t>(b) * p.kv_len * p.k_stride + h * D;
   const T* v = static_cast<const T*>(p.v) + static_cast<int64_t>(b) * p.kv_len * p.v_stride + h * D;
   auto load_key_tile = [&](int j) {
     const int n = j * kTile, stage = j % kStages;
-    copy_tile<T, D, kBlockThreads>(s_k + stage * kSwizzledTile<D>, k + n * p.k_stride, p.k_stride,
-                                   length - n, tid);
-    copy_tile<T, D, kBlockThreads>(s_v + stage * kSwizzledTile<D>, v + n * p.v_stride, p.v_stride,
-                                   length - n, tid);
+    wgmma::load_swizzled<T, D, kBlockThreads>(s_k + stage * kSwizzledTile<D>, k + n * p.k_stride,
+                                              p.k_stride, length - n, tid);
+    wgmma::load_swizzled<T, D, kBlockThreads>(s_v + stage * kSwizzledTile<D>, v + n * p.v_stride,
+                                              p.v_stride, length - n, tid);
   };
   const T* q = static_cast<const T*>(p.q) + q_row0 * p.q_stride + h * D;
   const T* d_out = static_cast<const T*>(p.d_out) + q_row0 * p.d_out_stride + h * D;
 #pragma unroll
   for (int i = 0; i < kGroups; ++i) {
-    copy_tile<T, D, kBlockThreads>(s_q + i * kSwizzledTile<D>, q + i * kTile * p.q_stride,
-                                   p.q_stride, q_rows - i * kTile, tid);
-    copy_tile<T, D, kBlockThreads>(s_do + i * kSwizzledTile<D>, d_out + i * kTile * p.d_out_stride,
-                                   p.d_out_stride, q_rows - i * kTile, tid);
+    wgmma::load_swizzled<T, D, kBlockThreads>(s_q + i * kSwizzledTile<D>,
+                                              q + i * kTile * p.q_stride, p.q_stride,
+                                              q_rows - i * kTile, tid);
+    wgmma::load_swizzled<T, D, kBlockThreads>(s_do + i * kSwizzledTile<D>,
+                                              d_out + i * kTile * p.d_out_stride, p.d_out_stride,
+                                              q_rows - i * kTile, tid);
   }
   load_key_tile(0);
   cp_async_commit();
@@ -463,9 +390,9 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
   // S, P, dP, dS of key tile n0 (in `stage`) for the group's queries; issues dQ += dS k.
   auto compute_tile = [&](int stage, int n0) {
     if constexpr (kDropout) {
-      fill_group_keep(keep, p.key, p.dropout_p,
-                      (static_cast<uint64_t>(bh) * p.q_len + group_q0) * p.kv_len + n0, p.kv_len,
-                      group_thread);
+      fill_dropout_tile(keep, p.key, p.dropout_p,
+                        (static_cast<uint64_t>(bh) * p.q_len + group_q0) * p.kv_len + n0, p.kv_len,
+                        group_thread);
       group_barrier(group);
     }
     const T* k_tile = s_k + stage * kSwizzledTile<D>;
@@ -541,9 +468,13 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
   for (int blk = 0; blk < kBlocks; ++blk) wgmma::hold(dq_acc[blk]);
 
   // Stage in the group's own Q tile (no product reads it any more).
-  const int row = group * kTile + warp * 16, rows = min(16, q_rows - row);
-  store_warp_rows<T, D>(dq + row * p.dq_stride, p.dq_stride, s_q + group * kSwizzledTile<D>, dq_acc,
-                        p.scale, warp, lane, rows);
+  T* dq_tile = s_q + group * kSwizzledTile<D>;
+  wgmma::stage_rows<T, D / 8>(dq_tile, reinterpret_cast<float(&)[D / 8][4]>(dq_acc), p.scale, warp,
+                              lane);
+  __syncwarp();
+  const int group_row0 = group * kTile;
+  wgmma::store_rows<T, D>(dq + group_row0 * p.dq_stride, p.dq_stride, dq_tile, q_rows - group_row0,
+                          warp, lane);
 }
 
 // Warpgroups per block: for D = 64 one, so that two independent blocks share an SM (their

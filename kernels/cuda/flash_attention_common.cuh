@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/philox.h"
 
 namespace nmt::cuda::flash {
@@ -60,19 +61,6 @@ struct Params {
 __device__ __forceinline__ int clamped_length(const Params& p, int b) {
   const int given = p.kv_lengths[b];
   return given < 0 ? 0 : (given > p.kv_len ? p.kv_len : given);
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
 }
 
 // Two neighbouring elements as one 4-byte value, and their conversion to float.
@@ -446,7 +434,7 @@ __device__ __forceinline__ void write_output_rows(float (&o)[D / 8][4], const fl
 // Zeroes rows [0, rows) of a [rows, D] block (head columns only); called by the whole block.
 template <typename T, int D>
 __device__ __forceinline__ void zero_rows(T* gmem, int64_t stride, int rows) {
-  for (int e = threadIdx.x; e < rows * D; e += kThreads)
+  for (int e = threadIdx.x; e < rows * D; e += blockDim.x)
     gmem[static_cast<int64_t>(e / D) * stride + e % D] = zero_value<T>();
 }
 
@@ -459,12 +447,13 @@ __device__ __forceinline__ Philox4 philox_block(const RngKey& key, uint64_t bloc
 }
 
 // keep[r * kMaskStride + c] = dropout_keep(key, first + r * row_step + c, p) for the kTile x kTile
-// tile whose element (0, 0) is `first` (rows row_step apart). The whole block cooperates, four
-// elements per Philox call as rng_uniform draws them; a barrier must follow before use.
+// tile whose element (0, 0) is `first` (rows row_step apart), by kThreads cooperating threads of
+// which this is `thread`, four elements per Philox call as rng_uniform draws them; a barrier over
+// those threads must follow before use.
 __device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& key, float p,
-                                                  uint64_t first, uint64_t row_step) {
+                                                  uint64_t first, uint64_t row_step, int thread) {
   constexpr int kBlocksPerRow = kTile / 4 + 1;  // a row of 64 may straddle 17 blocks of 4
-  for (int w = threadIdx.x; w < kTile * kBlocksPerRow; w += kThreads) {
+  for (int w = thread; w < kTile * kBlocksPerRow; w += kThreads) {
     const int r = w / kBlocksPerRow;
     const uint64_t row_first = first + r * row_step;
     const uint64_t block = (row_first >> 2) + w % kBlocksPerRow;
@@ -478,6 +467,12 @@ __device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& k
             static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f) >= p;
     }
   }
+}
+
+// The same, filled by the kThreads threads of the block.
+__device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& key, float p,
+                                                  uint64_t first, uint64_t row_step) {
+  fill_dropout_tile(keep, key, p, first, row_step, static_cast<int>(threadIdx.x));
 }
 
 }  // namespace nmt::cuda::flash

@@ -18,7 +18,9 @@
 namespace nmt::cuda::flash {
 namespace {
 
-constexpr int kGroupThreads = 128;                          // one warpgroup
+constexpr int kGroupThreads = 128;  // one warpgroup
+static_assert(kGroupThreads == kThreads,
+              "a warpgroup fills a dropout tile as fill_dropout_tile's block");
 constexpr int kWarpgroups = 2;                              // per block
 constexpr int kBlockThreads = kWarpgroups * kGroupThreads;  // 256
 constexpr int kBlockQueries = kWarpgroups * kTile;          // 128
@@ -225,12 +227,8 @@ __global__ void __launch_bounds__(kBlockThreads, D == 64 ? 2 : 1)
   using P = Plan<D, kStages>;
   constexpr int kDBlocks = P::kDBlocks;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // Pointer arithmetic on the shared array (not an integer round trip) keeps the accesses below
-  // in the shared window.
-  const uint32_t raw_address = shared_address(smem_raw);
-  const uint32_t pad = (1024u - (raw_address & 1023u)) & 1023u;
-  unsigned char* smem = smem_raw + pad;
-  const uint32_t smem_base = raw_address + pad;
+  unsigned char* smem = wgmma::align_to_swizzle(smem_raw);
+  const uint32_t smem_base = shared_address(smem);
   uint8_t* s_keep = smem + P::kKeepOffset;  // 2 buffers
 
   // Through a shuffle from lane 0 so that ptxas sees the warpgroup index (and the branches on it
@@ -269,16 +267,14 @@ __global__ void __launch_bounds__(kBlockThreads, D == 64 ? 2 : 1)
     v_copy.copy(smem_base + P::kVOffset + stage * P::kTileBytes, v + n * p.v_stride, length - n);
   };
   const bool dropout = p.dropout_p > 0.0f;
-  // Keep masks of tile `tile` into buffer tile % 2, the block's 128 rows. All 256 threads run
-  // fill_dropout_tile (written for 128): the upper half repeats part of the lower half's work.
+  // Keep masks of tile `tile` into buffer tile % 2, the block's 128 rows: each warpgroup draws
+  // the 64 rows of its queries.
   auto fill_keep = [&](int tile) {
-#pragma unroll
-    for (int rt = 0; rt < kWarpgroups; ++rt)
-      fill_dropout_tile(s_keep + (tile % 2) * P::kKeepBytes + rt * kTile * kMaskStride, p.key,
-                        p.dropout_p,
-                        (static_cast<uint64_t>(bh) * p.q_len + m0 + rt * kTile) * p.kv_len +
-                            static_cast<uint64_t>(tile) * kTile,
-                        p.kv_len);
+    fill_dropout_tile(s_keep + (tile % 2) * P::kKeepBytes + warpgroup * kTile * kMaskStride, p.key,
+                      p.dropout_p,
+                      (static_cast<uint64_t>(bh) * p.q_len + m0 + warpgroup * kTile) * p.kv_len +
+                          static_cast<uint64_t>(tile) * kTile,
+                      p.kv_len, tid % kGroupThreads);
   };
 
   {

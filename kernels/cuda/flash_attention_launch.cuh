@@ -89,11 +89,7 @@ inline dim3 tile_grid(const Params& p, int64_t rows) {
 // Blocks of `kernel` that fit on the whole GPU at once (SMs x blocks per SM), at least 1.
 template <typename Kernel>
 int resident_blocks(Kernel kernel, int threads, size_t shared_bytes) {
-  int device = 0, sms = 0, per_sm = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes));
-  return sms * per_sm > 0 ? sms * per_sm : 1;
+  return multiprocessor_count() * resident_blocks_per_sm(kernel, threads, shared_bytes);
 }
 
 // Grid of a persistent kernel whose blocks walk `items` work items (block i takes i, i + grid,

@@ -13,12 +13,6 @@
 namespace nmt::cuda::flash {
 namespace {
 
-// Dynamic shared memory rounded up to the 1024-byte boundary the swizzled blocks need.
-__device__ __forceinline__ unsigned char* align_1024(unsigned char* p) {
-  const uint32_t offset = static_cast<uint32_t>(__cvta_generic_to_shared(p)) & 1023u;
-  return offset == 0 ? p : p + (1024 - offset);
-}
-
 // One [64][D] operand tile: D / 64 swizzled blocks.
 template <int D>
 constexpr int kOperandBytes = D / 64 * wgmma::kBlockBytes;
@@ -47,7 +41,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Params p) {
   constexpr int kBlocks = D / 64;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = align_1024(smem_raw);
+  unsigned char* smem = wgmma::align_to_swizzle(smem_raw);
   auto tile = [&](int stage, int operand) {  // [stage][q, k, v]
     return reinterpret_cast<T*>(smem + (3 * stage + operand) * kOperandBytes<D>);
   };
@@ -57,15 +51,15 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
     const int b = item / p.heads, h = item % p.heads;
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
     const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
-    wgmma::load_swizzled<T, D>(tile(stage, 0),
-                               static_cast<const T*>(p.q) + q_row0 * p.q_stride + h * D, p.q_stride,
-                               p.q_len, threadIdx.x, kThreads);
-    wgmma::load_swizzled<T, D>(tile(stage, 1),
-                               static_cast<const T*>(p.k) + kv_row0 * p.k_stride + h * D,
-                               p.k_stride, length, threadIdx.x, kThreads);
-    wgmma::load_swizzled<T, D>(tile(stage, 2),
-                               static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D,
-                               p.v_stride, length, threadIdx.x, kThreads);
+    wgmma::load_swizzled<T, D, kThreads>(tile(stage, 0),
+                                         static_cast<const T*>(p.q) + q_row0 * p.q_stride + h * D,
+                                         p.q_stride, p.q_len, threadIdx.x);
+    wgmma::load_swizzled<T, D, kThreads>(tile(stage, 1),
+                                         static_cast<const T*>(p.k) + kv_row0 * p.k_stride + h * D,
+                                         p.k_stride, length, threadIdx.x);
+    wgmma::load_swizzled<T, D, kThreads>(tile(stage, 2),
+                                         static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D,
+                                         p.v_stride, length, threadIdx.x);
   };
   for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     wgmma::fence_async_proxy();
@@ -128,7 +122,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Params p) {
   constexpr int D = 64;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = align_1024(smem_raw);
+  unsigned char* smem = wgmma::align_to_swizzle(smem_raw);
   auto tile = [&](int stage, int operand) {  // [stage][k, v, q, d_out, out]
     return reinterpret_cast<T*>(smem + (5 * stage + operand) * kOperandBytes<D>);
   };
@@ -142,9 +136,9 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
     const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
     auto load = [&](int operand, const void* base, int64_t row0, int64_t stride, int rows) {
-      wgmma::load_swizzled<T, D>(tile(stage, operand),
-                                 static_cast<const T*>(base) + row0 * stride + h * D, stride, rows,
-                                 threadIdx.x, kThreads);
+      wgmma::load_swizzled<T, D, kThreads>(tile(stage, operand),
+                                           static_cast<const T*>(base) + row0 * stride + h * D,
+                                           stride, rows, threadIdx.x);
     };
     load(0, p.k, kv_row0, p.k_stride, length);
     load(1, p.v, kv_row0, p.v_stride, length);

@@ -277,13 +277,6 @@ bool with_row_variant(int64_t d, bool aligned, F&& f) {
   return false;
 }
 
-template <typename Kernel>
-int resident_blocks_per_sm(Kernel kernel, int threads, size_t shared_bytes) {
-  int blocks = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared_bytes));
-  return std::max(blocks, 1);
-}
-
 void check_common(const char* op, const Tensor& x, const Tensor& gamma) {
   require_rank(op, "x", x, 2);
   const int64_t d = x.dim(1);

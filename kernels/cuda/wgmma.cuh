@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_util.cuh"
+
 namespace nmt::cuda::wgmma {
 
 constexpr int kBlockRows = 64;
@@ -29,6 +31,13 @@ constexpr int kBlockBytes = kBlockRows * kBlockCols * 2;
 #else
 #define NMT_WGMMA_AVAILABLE 0
 #endif
+
+// Dynamic shared memory rounded up to the 1024-byte boundary the swizzled blocks need (launches
+// ask for 1024 bytes more than they use).
+__device__ __forceinline__ unsigned char* align_to_swizzle(unsigned char* raw) {
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
+  return raw + ((1024u - (address & 1023u)) & 1023u);
+}
 
 // Element offset of (row, col) inside one swizzled block.
 __device__ __forceinline__ int swizzled_offset(int row, int col) {
@@ -93,18 +102,6 @@ template <>
 struct TypeName<__half> {
   static constexpr bool is_bf16 = false;
 };
-
-// Two values as one 4-byte pair of T (the low half first).
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-  if constexpr (TypeName<T>::is_bf16) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 #define NMT_WGMMA_D32                                                                           \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
@@ -182,21 +179,23 @@ __device__ __forceinline__ void mma_rs(float (&d)[8][4], const uint32_t (&a)[4],
 #undef NMT_WGMMA_D_OPERANDS
 
 // Copies rows [0, valid_rows) of a [64, D] tile (global rows `stride` elements apart, 16-byte
-// aligned) into D / 64 swizzled blocks with cp.async and zeroes the rest; `threads` threads
-// starting at thread `first` cooperate. Complete after cp.async.wait, fence_async_proxy and a
-// barrier.
-template <typename T, int D>
+// aligned) into D / 64 swizzled blocks with cp.async and zeroes the rest; kThreads threads, this
+// one `thread`, each a fixed set of chunks (the trip count known at compile time). Complete after
+// cp.async.wait, fence_async_proxy and a barrier.
+template <typename T, int D, int kThreads>
 __device__ __forceinline__ void load_swizzled(T* blocks, const T* gmem, int64_t stride,
-                                              int valid_rows, int thread, int threads) {
-  constexpr int kChunksPerRow = D / 8;
-  for (int c = thread; c < kBlockRows * kChunksPerRow; c += threads) {
-    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+                                              int valid_rows, int thread) {
+  constexpr int kChunksPerRow = D / 8, kRowsPerPass = kThreads / kChunksPerRow;
+  static_assert(kThreads % kChunksPerRow == 0 && kBlockRows % kRowsPerPass == 0);
+  const int row0 = thread / kChunksPerRow, col = (thread % kChunksPerRow) * 8;
+  T* column = blocks + (col / kBlockCols) * (kBlockRows * kBlockCols);
+#pragma unroll
+  for (int i = 0; i < kBlockRows / kRowsPerPass; ++i) {
+    const int row = row0 + i * kRowsPerPass;
     const bool valid = row < valid_rows;
-    T* dst = blocks + (col / kBlockCols) * (kBlockRows * kBlockCols) +
-             swizzled_offset(row, col % kBlockCols);
     const T* src = valid ? gmem + row * stride + col : gmem;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                     static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(static_cast<uint32_t>(
+                     __cvta_generic_to_shared(column + swizzled_offset(row, col % kBlockCols)))),
                  "l"(src), "r"(valid ? 16 : 0));
   }
 }
@@ -212,9 +211,9 @@ __device__ __forceinline__ void stage_rows(T* blocks, const float (&acc)[kChunks
     const int col = 8 * j + 2 * t4;
     T* block = blocks + (col / kBlockCols) * (kBlockRows * kBlockCols);
     *reinterpret_cast<uint32_t*>(block + swizzled_offset(row, col % kBlockCols)) =
-        pack_pair<T>(acc[j][0] * factor, acc[j][1] * factor);
+        pack2<T>(acc[j][0] * factor, acc[j][1] * factor);
     *reinterpret_cast<uint32_t*>(block + swizzled_offset(row + 8, col % kBlockCols)) =
-        pack_pair<T>(acc[j][2] * factor, acc[j][3] * factor);
+        pack2<T>(acc[j][2] * factor, acc[j][3] * factor);
   }
 }
 

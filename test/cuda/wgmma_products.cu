@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/flash_attention_launch.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "test/cuda/wgmma_products.h"
 
@@ -14,10 +15,6 @@ namespace {
 
 using T = __nv_bfloat16;
 namespace wgmma = nmt::cuda::wgmma;
-
-__global__ void probe_kernel(int* has_wgmma) {
-  *has_wgmma = NMT_WGMMA_AVAILABLE;
-}
 
 // A fragment (mma.sync m16n8k16 layout) of the warp's 16 rows, k columns 16s..16s+15, from a
 // row-major [64][k] global matrix.
@@ -35,11 +32,11 @@ __global__ void product_kernel(int form, const T* a, const T* b, int k, float* c
   __shared__ __align__(1024) T s_b[2 * 64 * 64];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (form == 0) {
-    wgmma::load_swizzled<T, 128>(s_a, a, 128, 64, tid, 128);
-    wgmma::load_swizzled<T, 128>(s_b, b, 128, 64, tid, 128);
+    wgmma::load_swizzled<T, 128, 128>(s_a, a, 128, 64, tid);
+    wgmma::load_swizzled<T, 128, 128>(s_b, b, 128, 64, tid);
   } else {
-    wgmma::load_swizzled<T, 64>(s_b, b, 64, 64, tid, 128);
-    if (form == 3) wgmma::load_swizzled<T, 64>(s_a, a, 64, 64, tid, 128);
+    wgmma::load_swizzled<T, 64, 128>(s_b, b, 64, 64, tid);
+    if (form == 3) wgmma::load_swizzled<T, 64, 128>(s_a, a, 64, 64, tid);
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
   wgmma::fence_async_proxy();
@@ -84,18 +81,7 @@ void check(cudaError_t e, const char* what) {
 }  // namespace
 
 bool wgmma_runnable() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  if (major != 9 || minor != 0) return false;
-  int* flag = nullptr;
-  int has = 0;
-  check(cudaMalloc(&flag, sizeof(int)), "cudaMalloc");
-  probe_kernel<<<1, 1>>>(flag);
-  check(cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost), "probe");
-  cudaFree(flag);
-  return has == 1;
+  return cuda::flash::wgmma_kernels_usable();
 }
 
 std::vector<float> run_wgmma_product(WgmmaForm form, const std::vector<uint16_t>& a,

@@ -19,7 +19,8 @@ enum class WgmmaForm {
 std::vector<float> run_wgmma_product(WgmmaForm form, const std::vector<uint16_t>& a,
                                      const std::vector<uint16_t>& b, int k);
 
-// Whether this build's kernels contain wgmma (compiled for sm_90a) and the GPU is compute 9.0.
+// Whether the GPU runs the library's wgmma kernels (flash::wgmma_kernels_usable(): compute 9.0 and
+// an sm_90a build, as this test's own kernels are).
 bool wgmma_runnable();
 
 }  // namespace nmt::test
