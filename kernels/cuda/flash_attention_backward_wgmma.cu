@@ -29,7 +29,6 @@ constexpr int kPrefetch = 2;  // tiles in flight ahead of the one in use
 // cp.async stages of the streamed tiles: the last product of an iteration still runs while the
 // copies of the tile after next are issued, so a stage is refilled two iterations after its use.
 constexpr int kStages = kPrefetch + 2;
-constexpr int kSwizzledBlock = wgmma::kBlockRows * wgmma::kBlockCols;  // elements of one block
 template <int D>
 constexpr int kSwizzledTile = kTile* D;  // elements of a swizzled [64][D] tile (D / 64 blocks)
 
@@ -181,13 +180,13 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
       wgmma::fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        wgmma::mma_ss<T>(st, wgmma::desc_k_major(k_tile + (kk / 4) * kSwizzledBlock, kk % 4),
-                         wgmma::desc_k_major(q_tile + (kk / 4) * kSwizzledBlock, kk % 4), kk > 0);
+        wgmma::mma_ss<T>(st, wgmma::desc_k_major_tile(k_tile, kk),
+                         wgmma::desc_k_major_tile(q_tile, kk), kk > 0);
       wgmma::commit();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        wgmma::mma_ss<T>(dpt, wgmma::desc_k_major(v_tile + (kk / 4) * kSwizzledBlock, kk % 4),
-                         wgmma::desc_k_major(do_tile + (kk / 4) * kSwizzledBlock, kk % 4), kk > 0);
+        wgmma::mma_ss<T>(dpt, wgmma::desc_k_major_tile(v_tile, kk),
+                         wgmma::desc_k_major_tile(do_tile, kk), kk > 0);
       wgmma::commit();
       wgmma::wait<1>();
       wgmma::hold(st);
@@ -225,8 +224,8 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
       for (int kq = 0; kq < 4; ++kq)
 #pragma unroll
         for (int blk = 0; blk < kBlocks; ++blk)
-          wgmma::mma_rs<T, true>(dv_acc[blk], pa[kq],
-                                 wgmma::desc_mn_major(do_tile + blk * kSwizzledBlock, kq), true);
+          wgmma::mma_rs<T, true>(dv_acc[blk], pa[kq], wgmma::desc_mn_major_tile(do_tile, blk, kq),
+                                 true);
       wgmma::commit();
       wgmma::wait<1>();  // dPᵀ done; dV may still run
       wgmma::hold(dpt);
@@ -246,8 +245,8 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
       for (int kq = 0; kq < 4; ++kq)
 #pragma unroll
         for (int blk = 0; blk < kBlocks; ++blk)
-          wgmma::mma_rs<T, true>(dk_acc[blk], dsa[kq],
-                                 wgmma::desc_mn_major(q_tile + blk * kSwizzledBlock, kq), true);
+          wgmma::mma_rs<T, true>(dk_acc[blk], dsa[kq], wgmma::desc_mn_major_tile(q_tile, blk, kq),
+                                 true);
       wgmma::commit();
     }
     // The next tile's barrier and copies are issued while dK runs.
@@ -403,14 +402,14 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      wgmma::mma_ss<T>(s, wgmma::desc_k_major(q_tile + (kk / 4) * kSwizzledBlock, kk % 4),
-                       wgmma::desc_k_major(k_tile + (kk / 4) * kSwizzledBlock, kk % 4), kk > 0);
+      wgmma::mma_ss<T>(s, wgmma::desc_k_major_tile(q_tile, kk),
+                       wgmma::desc_k_major_tile(k_tile, kk), kk > 0);
     }
     wgmma::commit();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      wgmma::mma_ss<T>(ds, wgmma::desc_k_major(do_tile + (kk / 4) * kSwizzledBlock, kk % 4),
-                       wgmma::desc_k_major(v_tile + (kk / 4) * kSwizzledBlock, kk % 4), kk > 0);
+      wgmma::mma_ss<T>(ds, wgmma::desc_k_major_tile(do_tile, kk),
+                       wgmma::desc_k_major_tile(v_tile, kk), kk > 0);
     }
     wgmma::commit();
     wgmma::wait<1>();
@@ -451,8 +450,8 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int blk = 0; blk < kBlocks; ++blk)
-        wgmma::mma_rs<T, true>(dq_acc[blk], dsa[kk],
-                               wgmma::desc_mn_major(k_tile + blk * kSwizzledBlock, kk), true);
+        wgmma::mma_rs<T, true>(dq_acc[blk], dsa[kk], wgmma::desc_mn_major_tile(k_tile, blk, kk),
+                               true);
     wgmma::commit();
   };
 

@@ -17,17 +17,6 @@ namespace {
 template <int D>
 constexpr int kOperandBytes = D / 64 * wgmma::kBlockBytes;
 
-// wgmma descriptors of k16 step `step` of a [64][D] tile whose K runs along the rows (K-major)
-// or down them (MN-major, the block of columns 64 * `column_block`).
-template <typename T>
-__device__ __forceinline__ uint64_t k_major(const T* tile, int step) {
-  return wgmma::desc_k_major(tile + (step / 4) * wgmma::kBlockRows * wgmma::kBlockCols, step % 4);
-}
-template <typename T>
-__device__ __forceinline__ uint64_t mn_major(const T* tile, int column_block, int step) {
-  return wgmma::desc_mn_major(tile + column_block * wgmma::kBlockRows * wgmma::kBlockCols, step);
-}
-
 // The A fragment of keys (or queries) 16kk..16kk+15 from the accumulator chunks 2kk, 2kk + 1.
 template <typename T>
 __device__ __forceinline__ void a_fragment(uint32_t (&a)[4], const float (&acc)[8][4], int kk) {
@@ -76,7 +65,8 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
     wgmma::fence();
 #pragma unroll
     for (int step = 0; step < D / 16; ++step)
-      wgmma::mma_ss<T>(s[0], k_major(s_q, step), k_major(s_k, step), step > 0);
+      wgmma::mma_ss<T>(s[0], wgmma::desc_k_major_tile(s_q, step),
+                       wgmma::desc_k_major_tile(s_k, step), step > 0);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::hold(s[0]);
@@ -94,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
       a_fragment<T>(a, s[0], kk);
 #pragma unroll
       for (int cb = 0; cb < kBlocks; ++cb)
-        wgmma::mma_rs<T, true>(o_blocks[cb], a, mn_major(s_v, cb, kk), true);
+        wgmma::mma_rs<T, true>(o_blocks[cb], a, wgmma::desc_mn_major_tile(s_v, cb, kk), true);
     }
     wgmma::commit();
     wgmma::wait<0>();
@@ -170,10 +160,12 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     wgmma::fence();
 #pragma unroll
     for (int step = 0; step < D / 16; ++step)
-      wgmma::mma_ss<T>(pt, k_major(s_k, step), k_major(s_q, step), step > 0);
+      wgmma::mma_ss<T>(pt, wgmma::desc_k_major_tile(s_k, step), wgmma::desc_k_major_tile(s_q, step),
+                       step > 0);
 #pragma unroll
     for (int step = 0; step < D / 16; ++step)
-      wgmma::mma_ss<T>(dpt, k_major(s_v, step), k_major(s_do, step), step > 0);
+      wgmma::mma_ss<T>(dpt, wgmma::desc_k_major_tile(s_v, step),
+                       wgmma::desc_k_major_tile(s_do, step), step > 0);
     wgmma::commit();
     {  // delta = rowsum(out * d_out): two threads a query row, 32 columns (4 chunks) each
       const int row = threadIdx.x / 2, half = threadIdx.x % 2;
@@ -224,13 +216,13 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     for (int kq = 0; kq < 4; ++kq) {
       uint32_t a[4];
       a_fragment<T>(a, pt, kq);
-      wgmma::mma_rs<T, true>(dv, a, mn_major(s_do, 0, kq), kq > 0);
+      wgmma::mma_rs<T, true>(dv, a, wgmma::desc_mn_major_tile(s_do, 0, kq), kq > 0);
     }
 #pragma unroll
     for (int kq = 0; kq < 4; ++kq) {
       uint32_t a[4];
       a_fragment<T>(a, dpt, kq);
-      wgmma::mma_rs<T, true>(dk, a, mn_major(s_q, 0, kq), kq > 0);
+      wgmma::mma_rs<T, true>(dk, a, wgmma::desc_mn_major_tile(s_q, 0, kq), kq > 0);
     }
     wgmma::commit();
     wgmma::wait<0>();
@@ -247,7 +239,8 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     wgmma::fence();
 #pragma unroll
     for (int step = 0; step < 4; ++step)
-      wgmma::mma_ss<T, true, true>(dq, mn_major(s_ds, 0, step), mn_major(s_k, 0, step), step > 0);
+      wgmma::mma_ss<T, true, true>(dq, wgmma::desc_mn_major_tile(s_ds, 0, step),
+                                   wgmma::desc_mn_major_tile(s_k, 0, step), step > 0);
     wgmma::commit();
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
     const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;

@@ -61,6 +61,17 @@ __device__ __forceinline__ uint64_t desc_mn_major(const void* block, int k_step)
   return descriptor(static_cast<uint32_t>(__cvta_generic_to_shared(block)) + 2048 * k_step);
 }
 
+// The same for a [64][D] tile of D / 64 blocks side by side: K along the rows, k16 step `step`
+// counted across the blocks; or K down the rows, in the block of columns 64 * column_block.
+template <typename T>
+__device__ __forceinline__ uint64_t desc_k_major_tile(const T* tile, int step) {
+  return desc_k_major(tile + (step / 4) * kBlockRows * kBlockCols, step % 4);
+}
+template <typename T>
+__device__ __forceinline__ uint64_t desc_mn_major_tile(const T* tile, int column_block, int step) {
+  return desc_mn_major(tile + column_block * kBlockRows * kBlockCols, step);
+}
+
 __device__ __forceinline__ void fence() {
 #if NMT_WGMMA_AVAILABLE
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
