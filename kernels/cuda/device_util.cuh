@@ -60,6 +60,22 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// The shared-window address of a pointer into shared memory (what ldmatrix, cp.async and wgmma
+// descriptors take).
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes from global memory into shared memory without waiting (cp.async; complete after
+// cp.async.wait_group); src-size 0 (valid false) writes 16 zero bytes and reads nothing.
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  cp_async16(shared_address(smem), gmem, valid);
+}
+
 // N elements loaded or stored with one instruction (N * sizeof(T) = 16 gives the 128-bit access).
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {

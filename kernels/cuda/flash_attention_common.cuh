@@ -109,10 +109,6 @@ __device__ __forceinline__ void mma<__half>(float (&c)[4], const uint32_t (&a)[4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, register i receives
 // matrix i's (row lane/4, cols 2*(lane%4)..+1), or with .trans its (rows 2*(lane%4)..+1, col
 // lane/4).
@@ -209,11 +205,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  // src-size 0 writes 16 zero bytes and reads nothing.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(smem)),
-               "l"(gmem), "r"(valid ? 16 : 0));
-}
 // 4 bytes; src-size 0 writes zeros and reads nothing.
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(smem)),

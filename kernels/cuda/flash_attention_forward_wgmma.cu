@@ -58,12 +58,6 @@ struct Plan {
   static_assert(kRowsPerPass % 8 == 0, "every pass keeps the row's swizzle phase");
 };
 
-__device__ __forceinline__ void cp_async16_zero_fill(uint32_t smem, const void* gmem, bool valid) {
-  // src-size 0 writes 16 zero bytes and reads nothing.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
-               "r"(valid ? 16 : 0));
-}
-
 // This thread's share of copying [64][D] tiles of one matrix into swizzled blocks. Its chunks share
 // one column and one swizzle phase, so one shared offset and one global offset serve every pass.
 template <typename T, int D, int kStages>
@@ -87,14 +81,14 @@ struct TileCopy {
     if (valid_rows >= kTile) {
 #pragma unroll
       for (int i = 0; i < P::kPasses; ++i)
-        cp_async16_zero_fill(tile + smem_offset + i * P::kRowsPerPass * kRowBytes,
-                             src + i * pass_stride, true);
+        cp_async16(tile + smem_offset + i * P::kRowsPerPass * kRowBytes, src + i * pass_stride,
+                   true);
     } else {
 #pragma unroll
       for (int i = 0; i < P::kPasses; ++i) {
         const bool valid = row + i * P::kRowsPerPass < valid_rows;
-        cp_async16_zero_fill(tile + smem_offset + i * P::kRowsPerPass * kRowBytes,
-                             valid ? src + i * pass_stride : gmem, valid);
+        cp_async16(tile + smem_offset + i * P::kRowsPerPass * kRowBytes,
+                   valid ? src + i * pass_stride : gmem, valid);
       }
     }
   }

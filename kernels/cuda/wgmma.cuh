@@ -35,7 +35,7 @@ constexpr int kBlockBytes = kBlockRows * kBlockCols * 2;
 // Dynamic shared memory rounded up to the 1024-byte boundary the swizzled blocks need (launches
 // ask for 1024 bytes more than they use).
 __device__ __forceinline__ unsigned char* align_to_swizzle(unsigned char* raw) {
-  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
+  const uint32_t address = shared_address(raw);
   return raw + ((1024u - (address & 1023u)) & 1023u);
 }
 
@@ -53,12 +53,12 @@ __device__ __forceinline__ uint64_t descriptor(uint32_t smem_address) {
 
 // Operand whose K runs along a row (Q, K as A or B of q·kᵀ): k16 step s starts 32 bytes in.
 __device__ __forceinline__ uint64_t desc_k_major(const void* block, int k_step) {
-  return descriptor(static_cast<uint32_t>(__cvta_generic_to_shared(block)) + 32 * k_step);
+  return descriptor(shared_address(block) + 32 * k_step);
 }
 // Operand whose K runs down the rows (V, dO, Q, K as the B of p·v, pᵀ·dO, ...): k16 step s starts
 // 16 rows (2048 bytes) in; use with the transposed-B products.
 __device__ __forceinline__ uint64_t desc_mn_major(const void* block, int k_step) {
-  return descriptor(static_cast<uint32_t>(__cvta_generic_to_shared(block)) + 2048 * k_step);
+  return descriptor(shared_address(block) + 2048 * k_step);
 }
 
 // The same for a [64][D] tile of D / 64 blocks side by side: K along the rows, k16 step `step`
@@ -204,10 +204,8 @@ __device__ __forceinline__ void load_swizzled(T* blocks, const T* gmem, int64_t 
   for (int i = 0; i < kBlockRows / kRowsPerPass; ++i) {
     const int row = row0 + i * kRowsPerPass;
     const bool valid = row < valid_rows;
-    const T* src = valid ? gmem + row * stride + col : gmem;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(static_cast<uint32_t>(
-                     __cvta_generic_to_shared(column + swizzled_offset(row, col % kBlockCols)))),
-                 "l"(src), "r"(valid ? 16 : 0));
+    cp_async16(column + swizzled_offset(row, col % kBlockCols),
+               valid ? gmem + row * stride + col : gmem, valid);
   }
 }
 
