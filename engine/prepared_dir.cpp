@@ -43,7 +43,8 @@ std::string prep_report_string(const nlohmann::json& report, const fs::path& dir
   const nlohmann::json* node = &report;
   std::string dotted;
   for (const char* key : keys) {
-    dotted += (dotted.empty() ? "" : ".") + std::string(key);
+    if (!dotted.empty()) dotted += '.';
+    dotted += key;
     if (!node->is_object() || !node->contains(key)) {
       node = nullptr;
       break;
