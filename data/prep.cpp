@@ -1,8 +1,6 @@
 // The nmt-prep pipeline: text checks, vocabulary, parallel encoding into shards, staged output.
 #include "data/prep.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -15,6 +13,7 @@
 #include "data/corpus_io.h"
 #include "data/corpus_text.h"
 #include "data/os2s.h"
+#include "data/prep_publish.h"
 #include "data/shard.h"
 
 namespace nmt {
@@ -200,45 +199,6 @@ SplitReport encode_split(const std::string& name, const TextLines& source, const
   return report;
 }
 
-// Outputs are written into a hidden directory inside out_dir and moved into place only when every
-// one of them is complete; a failed run removes it.
-class StagingDir {
- public:
-  explicit StagingDir(const fs::path& out_dir) : out_dir_(out_dir) {
-    std::error_code ec;
-    fs::create_directories(out_dir_, ec);
-    if (ec || !fs::is_directory(out_dir_))
-      throw std::runtime_error("cannot create output directory " + out_dir_.string() +
-                               (ec ? ": " + ec.message() : ""));
-    path_ = out_dir_ / (".nmt-prep-staging-" + std::to_string(::getpid()));
-    fs::remove_all(path_, ec);
-    if (!fs::create_directory(path_, ec))
-      throw std::runtime_error("cannot create " + path_.string() + ": " + ec.message());
-  }
-  ~StagingDir() {
-    std::error_code ec;
-    if (!published_) fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  void publish(const std::vector<std::string>& names) {
-    for (const auto& name : names) {
-      std::error_code ec;
-      fs::rename(path_ / name, out_dir_ / name, ec);
-      if (ec)
-        throw std::runtime_error("cannot move " + (path_ / name).string() + " to " +
-                                 (out_dir_ / name).string() + ": " + ec.message());
-    }
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-    published_ = true;
-  }
-
- private:
-  fs::path out_dir_;
-  fs::path path_;
-  bool published_ = false;
-};
-
 void validate_options(const PrepOptions& o) {
   if (o.train_source.empty() || o.train_target.empty())
     throw std::invalid_argument("both train files (source and target) are required");
@@ -248,6 +208,16 @@ void validate_options(const PrepOptions& o) {
   if (o.max_length < 0) throw std::invalid_argument("max length must be >= 0 (0 = no limit)");
   if (o.max_ratio != 0 && o.max_ratio < 1)
     throw std::invalid_argument("max ratio must be >= 1 (0 = no limit)");
+}
+
+// SentencePiece needs text, and its own message for none is cryptic: say which files lack it.
+void require_training_text(const TextLines& source, const TextLines& target) {
+  const std::string files = source.path() + " and " + target.path();
+  if (source.line_count() == 0) throw std::runtime_error(files + " are empty: no training text");
+  std::string line;
+  if (!CleanTrainLines(source, target).next(line))
+    throw std::runtime_error("no usable train pair in " + files +
+                             ": every line is blank or invalid UTF-8 on one side or both");
 }
 
 void say(const PrepOptions& o, const std::string& message) {
@@ -266,6 +236,7 @@ PrepReport run_prep(const PrepOptions& options) {
   TextLines train_source(options.train_source);
   TextLines train_target(options.train_target);
   require_same_line_count(train_source, train_target);
+  require_training_text(train_source, train_target);
   std::optional<TextLines> dev_source, dev_target;
   if (!options.dev_source.empty()) {
     dev_source.emplace(options.dev_source);
@@ -276,7 +247,8 @@ PrepReport run_prep(const PrepOptions& options) {
   PrepReport report;
   report.options = options;
   report.options.progress = nullptr;
-  StagingDir staging(options.out_dir);
+  // Built beside out_dir and swapped in whole: never a new vocabulary beside old shards.
+  PrepDirPublisher staging(options.out_dir);
   std::unique_ptr<Vocab> vocab;
   if (options.vocab_path.empty()) {
     say(options, "training SentencePiece BPE (vocab " + std::to_string(options.spm.vocab_size) +
@@ -286,19 +258,19 @@ PrepReport run_prep(const PrepOptions& options) {
     spm.threads = threads;
     const std::string model = train_sentencepiece(lines, spm);
     report.vocab_file = "spm.model";
-    write_file_atomically((staging.path() / report.vocab_file).string(), model);
+    write_file_atomically((staging.staging() / report.vocab_file).string(), model);
     vocab = sentencepiece_vocab_from_bytes(model, "trained model");
   } else if (is_sentencepiece_model_path(options.vocab_path)) {
     say(options, "using SentencePiece model " + options.vocab_path);
     const std::string model = read_file(options.vocab_path);
     vocab = sentencepiece_vocab_from_bytes(model, options.vocab_path);
     report.vocab_file = "spm.model";
-    write_file_atomically((staging.path() / report.vocab_file).string(), model);
+    write_file_atomically((staging.staging() / report.vocab_file).string(), model);
   } else {
     say(options, "using piece list " + options.vocab_path + " (inputs are pre-tokenized)");
     auto pieces = std::make_unique<PieceListVocab>(PieceListVocab::load(options.vocab_path));
     report.vocab_file = "vocab.txt";
-    write_file_atomically((staging.path() / report.vocab_file).string(), pieces->to_text());
+    write_file_atomically((staging.staging() / report.vocab_file).string(), pieces->to_text());
     vocab = std::move(pieces);
   }
   report.vocab_kind = vocab->kind();
@@ -309,25 +281,20 @@ PrepReport run_prep(const PrepOptions& options) {
   const auto encode_start = Clock::now();
   say(options, "encoding train (" + std::to_string(train_source.line_count()) + " pairs)");
   report.train = encode_split("train", train_source, train_target, *vocab, /*keep_all=*/false,
-                              options, staging.path(), threads);
-  std::vector<std::string> outputs = {report.vocab_file, report.train.source.shard_file,
-                                      report.train.target.shard_file};
+                              options, staging.staging(), threads);
   if (dev_source) {
     say(options, "encoding dev (" + std::to_string(dev_source->line_count()) + " pairs)");
     report.dev = encode_split("dev", *dev_source, *dev_target, *vocab, /*keep_all=*/true, options,
-                              staging.path(), threads);
-    outputs.push_back(report.dev->source.shard_file);
-    outputs.push_back(report.dev->target.shard_file);
+                              staging.staging(), threads);
   }
   if (report.train.pairs_kept == 0)
     throw std::runtime_error("no train pair of " + train_source.path() + " / " +
                              train_target.path() + " survived the checks (see the drop counts)");
   report.seconds_encode = seconds_since(encode_start);
   report.seconds_total = seconds_since(start);
-  write_file_atomically((staging.path() / "report.json").string(),
+  write_file_atomically((staging.staging() / "report.json").string(),
                         report_to_json(report).dump(2) + "\n");
-  outputs.push_back("report.json");  // last, so a complete report means complete outputs
-  staging.publish(outputs);
+  staging.publish();
   return report;
 }
 

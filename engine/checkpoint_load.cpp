@@ -7,7 +7,9 @@
 
 #include "engine/checkpoint.h"
 #include "engine/checkpoint_crc32c.h"
+#include "engine/checkpoint_finite.h"
 #include "engine/checkpoint_layout.h"
+#include "engine/json_limits.h"
 #include "engine/safetensors.h"
 
 namespace nmt {
@@ -19,10 +21,19 @@ namespace {
 
 constexpr size_t kMaxListedDifferences = 40;
 
+// A JSON file of a checkpoint directory, its nesting bounded (discarded when not JSON).
+nlohmann::json parse_checkpoint_json(const std::string& file) {
+  try {
+    return parse_json_bounded(read_text_file(file), file);
+  } catch (const JsonTooDeep& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
 nlohmann::json read_state_json(const std::string& path) {
   std::string file = path + "/" + kStateFile;
   if (!fs::is_directory(path)) throw CheckpointError("checkpoint " + path + " is not a directory");
-  nlohmann::json j = nlohmann::json::parse(read_text_file(file), nullptr, false);
+  nlohmann::json j = parse_checkpoint_json(file);
   if (j.is_discarded()) throw CheckpointError(file + ": not valid JSON (truncated or corrupt)");
   return j;
 }
@@ -108,13 +119,21 @@ void throw_mismatch(const std::string& file, const std::vector<std::string>& dif
   throw CheckpointError(message);
 }
 
-void read_flat(const SafetensorsReader& reader, const ParamStore& params, const std::string& suffix,
-               const std::map<std::string, std::string>& aliases, const Tensor& flat) {
+// The tensors of one file in the parameter store's flat layout, checked to be finite: a diverged
+// run's checkpoint would load and skip every later step as an overflow.
+std::vector<float> read_flat(const SafetensorsReader& reader, const ParamStore& params,
+                             const std::string& suffix,
+                             const std::map<std::string, std::string>& aliases) {
   std::vector<float> host(static_cast<size_t>(params.total_elements()));
   for (const Param* p : ordered_params(params))
     reader.read_f32(resolve(reader, p->name, suffix, aliases)->name, p->shape,
                     host.data() + p->offset);
-  copy_from_host(host, flat);
+  std::string problem = describe_non_finite(host, params, suffix);
+  if (!problem.empty())
+    throw NonFiniteTensorError(reader.path() + ": " + problem +
+                               ": the checkpoint was saved by a diverged run; move it away to "
+                               "resume from an earlier one");
+  return host;
 }
 
 void check_moment(const Tensor& t, const ParamStore& params, const char* which) {
@@ -148,11 +167,16 @@ LoadedCheckpoint load(const std::string& path, ParamStore& params, const Tensor*
         differences(*optimizer, params, {kFirstMomentSuffix, kSecondMomentSuffix}, aliases);
     if (!diffs.empty()) throw_mismatch(optimizer->path(), diffs, out.config, expected);
   }
-  read_flat(model, params, "", aliases, params.master());
+  std::vector<float> weights = read_flat(model, params, "", aliases), first, second;
+  if (adam_m) {
+    first = read_flat(*optimizer, params, kFirstMomentSuffix, aliases);
+    second = read_flat(*optimizer, params, kSecondMomentSuffix, aliases);
+  }
+  copy_from_host(weights, params.master());
   params.sync_compute();
   if (adam_m) {
-    read_flat(*optimizer, params, kFirstMomentSuffix, aliases, *adam_m);
-    read_flat(*optimizer, params, kSecondMomentSuffix, aliases, *adam_v);
+    copy_from_host(first, *adam_m);
+    copy_from_host(second, *adam_v);
   }
   return out;
 }
@@ -209,7 +233,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir, std::o
 std::optional<BestCheckpoint> read_best_checkpoint(const std::string& dir) {
   std::string file = dir + "/" + kBestFile;
   if (!fs::exists(file)) return std::nullopt;
-  nlohmann::json j = nlohmann::json::parse(read_text_file(file), nullptr, false);
+  nlohmann::json j = parse_checkpoint_json(file);
   if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
       !j.contains("metric"))
     throw CheckpointError(file + ": not {\"step\", \"checkpoint\", \"metric\"}");

@@ -11,6 +11,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/checkpoint_crc32c.h"
+#include "engine/checkpoint_finite.h"
 #include "engine/checkpoint_layout.h"
 #include "engine/safetensors.h"
 
@@ -36,12 +37,21 @@ void check_inputs(const ParamStore& params, const Tensor& adam_m, const Tensor& 
                                   " parameters (f32)");
 }
 
+// A diverged run's weights are never saved: they would load and make every later step a skip.
+void throw_if_non_finite(const std::vector<float>& host, const ParamStore& params,
+                         const std::string& suffix, const std::string& path) {
+  std::string problem = describe_non_finite(host, params, suffix);
+  if (!problem.empty())
+    throw NonFiniteTensorError("not saving " + path + ": " + problem + " (the run has diverged)");
+}
+
 // Writes `flat` (laid out like the parameter store) as one tensor per parameter, named
 // "<param name><suffix>".
 SafetensorsFileInfo write_flat(const std::string& path, const ParamStore& params,
                                const Tensor& flat, const std::string& suffix,
                                const std::map<std::string, std::string>& metadata) {
   std::vector<float> host = copy_to_host(flat);
+  throw_if_non_finite(host, params, suffix, path);
   std::vector<SafetensorsTensor> tensors;
   for (const Param* p : ordered_params(params))
     tensors.push_back({p->name + suffix, p->shape, host.data() + p->offset});
@@ -163,6 +173,8 @@ SavedCheckpoint save_checkpoint(const std::string& dir, const ParamStore& params
           {"optimizer", std::string(config_name(cfg.optimizer.name))}};
       std::vector<float> m = copy_to_host(adam_m);
       std::vector<float> v = copy_to_host(adam_v);
+      throw_if_non_finite(m, params, kFirstMomentSuffix, staged + "/" + kOptimizerFile);
+      throw_if_non_finite(v, params, kSecondMomentSuffix, staged + "/" + kOptimizerFile);
       std::vector<SafetensorsTensor> tensors;
       for (const Param* p : ordered_params(params)) {
         tensors.push_back({p->name + kFirstMomentSuffix, p->shape, m.data() + p->offset});

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/config_schema.h"
+#include "engine/json_limits.h"
 
 namespace nmt {
 namespace {
@@ -59,7 +60,12 @@ std::string parse_error_detail(const json::parse_error& error) {
 json parse_config_text(const std::string& text, const std::string& path) {
   std::vector<std::set<std::string>> seen_keys;  // one set per open object
   std::vector<std::string> key_path;             // the current key of each open object
-  auto check_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+  auto check_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+    // Bounded nesting: printing or destroying a value nested a million levels deep would
+    // overflow the stack.
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throw ConfigError(json_too_deep_message(path));
     switch (event) {
       case json::parse_event_t::object_start:
         seen_keys.emplace_back();
@@ -75,7 +81,7 @@ json parse_config_text(const std::string& text, const std::string& path) {
         if (!seen_keys.back().insert(name).second) {
           std::string full;
           for (const std::string& part : key_path) full += (full.empty() ? "" : ".") + part;
-          throw ConfigError(path + ": duplicate key " + full);
+          throw ConfigError(path + ": duplicate key " + shorten_for_message(full));
         }
         break;
       }
@@ -136,7 +142,7 @@ RunConfig run_config_from_json(const json& root, std::string_view origin) {
 }
 
 void apply_config_override(RunConfig& cfg, std::string_view assignment) {
-  const std::string origin = "--set " + std::string(assignment);
+  const std::string origin = "--set " + shorten_for_message(std::string(assignment));
   const size_t equals = assignment.find('=');
   if (equals == std::string_view::npos) {
     throw ConfigError(origin + ": expected section.key=value, e.g. --set model.d_model=256");

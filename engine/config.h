@@ -83,6 +83,7 @@ struct TrainConfig {
   int64_t threads = 0;               // 0 = all cores
   double loss_scale = 32768;         // fp16 only: the initial dynamic loss scale
   int64_t loss_scale_window = 1000;  // fp16 only: clean steps before the scale doubles
+  int64_t max_bad_steps = 20;  // consecutive non-finite steps that stop the run; 0 = never
 };
 
 struct OptimizerConfig {

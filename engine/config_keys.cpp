@@ -213,6 +213,9 @@ std::vector<ConfigKey> build_keys() {
           "inf/NaN gradient and doubles after train.loss_scale_window clean steps."),
       key("train.loss_scale_window", kTrain, &T::loss_scale_window, closed(1, 1e9),
           "fp16 only: clean steps before the loss scale doubles."),
+      key("train.max_bad_steps", kTrain, &T::max_bad_steps, closed(0, 1e9),
+          "Stop with an error after this many consecutive steps with a non-finite loss or "
+          "gradient norm (skipped steps: a diverged run); 0 = never stop."),
       key("train.label_smoothing", kTrain, &T::label_smoothing, unit_interval_open(),
           "Label smoothing of the cross-entropy loss (OpenSeq2Seq: loss_params.label_smoothing)."),
       key("train.clip_norm", kTrain, &T::clip_norm, at_least(0),

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/json_limits.h"
+
 namespace nmt {
 namespace {
 
@@ -130,8 +132,12 @@ int edit_distance(std::string_view a, std::string_view b) {
   return previous[b.size()];
 }
 
-std::string unknown_key_message(std::string_view origin, std::string_view section,
-                                std::string_view key) {
+std::string unknown_key_message(std::string_view origin, std::string_view section_as_given,
+                                std::string_view key_as_given) {
+  // A name a megabyte long is quoted cut short (and not compared with every key).
+  const std::string section_cut = shorten_for_message(std::string(section_as_given));
+  const std::string key_cut = shorten_for_message(std::string(key_as_given));
+  const std::string_view section = section_cut, key = key_cut;
   std::vector<std::string> section_names;
   for (const ConfigSection& s : config_sections()) section_names.push_back(s.name);
   const std::string prefix = std::string(origin) + ": ";
@@ -231,7 +237,7 @@ json parse_key_text(const ConfigKey& key, std::string_view text, std::string_vie
     case KeyType::boolean:
       if (text == "true" || text == "1") return json(true);
       if (text == "false" || text == "0") return json(false);
-      reject(origin, key, std::string(text), "is not a bool");
+      reject(origin, key, shorten_for_message(std::string(text)), "is not a bool");
     case KeyType::integer: {
       int64_t integer = 0;
       const auto [stop, error] = std::from_chars(begin, end, integer);
@@ -245,15 +251,15 @@ json parse_key_text(const ConfigKey& key, std::string_view text, std::string_vie
         return check_key_value(key, json(number), origin);
       }
       if (error == std::errc::result_out_of_range) {
-        reject(origin, key, std::string(text), "is out of range");
+        reject(origin, key, shorten_for_message(std::string(text)), "is out of range");
       }
-      reject(origin, key, std::string(text), "is not an integer");
+      reject(origin, key, shorten_for_message(std::string(text)), "is not an integer");
     }
     case KeyType::number: {
       double number = 0;
       const auto [stop, error] = std::from_chars(begin, end, number);
       if (error != std::errc() || stop != end || text.empty()) {
-        reject(origin, key, std::string(text), "is not a number");
+        reject(origin, key, shorten_for_message(std::string(text)), "is not a number");
       }
       return check_key_value(key, json(number), origin);
     }
@@ -305,8 +311,9 @@ std::string format_config_value(const json& value) {
     const double number = value.get<double>();
     if (!std::isfinite(number)) return std::isnan(number) ? "nan" : (number > 0 ? "inf" : "-inf");
   }
-  // Invalid UTF-8 (possible in a --set string) is shown replaced instead of throwing.
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+  // Invalid UTF-8 (possible in a --set string) is shown replaced instead of throwing; a long
+  // value is cut to a readable length.
+  return shorten_for_message(value.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 }  // namespace nmt

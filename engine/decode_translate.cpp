@@ -15,6 +15,7 @@
 #include "data/corpus_text.h"
 #include "data/vocab.h"
 #include "engine/checkpoint.h"
+#include "engine/cuda_device_check.h"
 #include "engine/trainer.h"
 #include "engine/transformer.h"
 
@@ -97,6 +98,8 @@ std::vector<std::string> translate_lines(const TranslateOptions& options,
   if (options.batch_tokens < 1)
     throw std::invalid_argument("batch-tokens: must be at least 1, got " +
                                 std::to_string(options.batch_tokens));
+  if (options.device == Device::cuda)
+    require_cuda_device("--device cuda", "translate on the CPU with --device cpu");
   LoadedCheckpoint ckpt = read_checkpoint_state(options.checkpoint);
   std::string vocab_file = vocabulary_path(options, ckpt);
   check_checkpoint_vocabulary(ckpt.state, vocab_file);

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "engine/checkpoint_crc32c.h"
+#include "engine/json_limits.h"
 
 namespace nmt {
 
@@ -147,10 +148,11 @@ void SafetensorsReader::parse_header(uint64_t header_size) {
   const char* text = file_.data() + 8;
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(text, text + header_size);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(std::string("header is not valid JSON (") + e.what() + ")");
+    header = parse_json_bounded(std::string_view(text, header_size), "header");
+  } catch (const JsonTooDeep& e) {
+    fail(e.what());
   }
+  if (header.is_discarded()) fail("header is not valid JSON");
   if (!header.is_object()) fail("header is not a JSON object");
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();

@@ -19,6 +19,9 @@
 #include <string>
 
 #include "engine/checkpoint.h"
+#include "engine/checkpoint_dir_lock.h"
+#include "engine/checkpoint_finite.h"
+#include "engine/cuda_device_check.h"
 #include "engine/data_parallel.h"
 #include "engine/dataset_stats.h"
 #include "engine/device_peak.h"
@@ -27,6 +30,7 @@
 #include "engine/loss_scaler.h"
 #include "engine/lr_schedule.h"
 #include "engine/optimizer.h"
+#include "engine/prepared_dir.h"
 #include "engine/run_report.h"
 #include "engine/training_data.h"
 #include "engine/transformer.h"
@@ -56,12 +60,26 @@ ModelShape model_shape_from(const ModelConfig& m, int64_t vocab) {
 
 namespace {
 
-// Written by the signal handler, read by the loop: a lock-free atomic is async-signal-safe.
+// Written by the signal handler, read by the loop: a lock-free atomic is async-signal-safe. The
+// handler may run on any thread of the process (NCCL, NVML, OpenMP, the GPU monitor).
 std::atomic<int> g_stop_signal{0};
+std::atomic<int> g_interrupts{0};  // SIGINTs received
 static_assert(std::atomic<int>::is_always_lock_free);
 
+// The first stop signal decides the stop reason. Repeated SIGTERMs (a scheduler signalling the
+// process and its group, `timeout`, a launcher forwarding) change nothing: the run still saves and
+// exits in order. A second SIGINT (Ctrl-C pressed twice by a person) ends the process at once:
+// sigaction and raise are async-signal-safe.
 void record_stop_signal(int signal_number) {
-  g_stop_signal.store(signal_number);
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, signal_number);
+  if (signal_number == SIGINT && g_interrupts.fetch_add(1) >= 1) {
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    sigaction(SIGINT, &default_action, nullptr);
+    raise(SIGINT);
+  }
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -77,14 +95,8 @@ std::string signal_name(int signal_number) {
 // The vocabulary file of an nmt-prep directory: recorded in checkpoints, checked on resume.
 std::string vocabulary_path(const RunConfig& cfg) {
   if (cfg.data.train_is_synthetic()) return "";
-  fs::path report_path = fs::path(cfg.data.train) / "report.json";
-  try {
-    std::ifstream in(report_path);
-    nlohmann::json report = nlohmann::json::parse(in);
-    return (fs::path(cfg.data.train) / report.at("vocab").at("file").get<std::string>()).string();
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(report_path.string() + ": no vocab.file: " + e.what());
-  }
+  fs::path dir = cfg.data.train;
+  return (dir / prep_report_string(read_prep_report(dir), dir, {"vocab", "file"})).string();
 }
 
 // Fails before any training when checkpoints could not be written at the end.
@@ -144,12 +156,14 @@ class TrainingRun {
   void log_line(int64_t step, bool reset_interval);
   CheckpointMetric evaluate(int64_t step);
   void save(std::optional<CheckpointMetric> metric);
+  std::string last_good_checkpoint() const;
   void finish(const std::string& stop_reason);
 
   const RunConfig& cfg_;
   std::ostream& out_;
   TrainOptions options_;
   DataParallel& dp_;
+  std::optional<CheckpointDirLock> dir_lock_;  // held by rank 0 for the whole run
   Clock::time_point start_ = Clock::now(), loop_start_;
   uint64_t seed_;
   // Keys this rank's dropout masks: the seed itself on rank 0 (so one process and rank 0 agree),
@@ -163,6 +177,8 @@ class TrainingRun {
   std::unique_ptr<RunReporter> reporter_;
   std::string vocab_path_, resumed_from_;
   LoopState state_;
+  int stop_signal_ = 0;    // the stop signal as of the last step, agreed by every rank
+  int64_t bad_steps_ = 0;  // consecutive steps with a non-finite loss or gradient norm
   RunReport report_;
   TrainSummary summary_;
 };
@@ -183,14 +199,23 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
         << ": evaluation during training decodes greedily for now (nmt-translate runs beam "
            "search)\n";
   const std::string& ckpt_dir = cfg.checkpoint.dir;
+  if (options.resume && ckpt_dir.empty())
+    throw std::runtime_error("--resume needs checkpoint.dir (the directory to resume from)");
+  if (options.resume && !fs::is_directory(ckpt_dir))
+    throw CheckpointError("no checkpoint in " + ckpt_dir + " to resume from");
+  if (!ckpt_dir.empty()) {
+    check_checkpoint_dir_writable(ckpt_dir);
+    // One run per directory, locked before its checkpoints are looked at (rank 0 writes them).
+    if (dp.is_root()) {
+      dir_lock_.emplace(ckpt_dir);
+      if (!dir_lock_->warning().empty()) out << "warning: " << dir_lock_->warning() << "\n";
+    }
+  }
   if (options.resume) {  // before the (possibly slow) data loading
-    if (ckpt_dir.empty())
-      throw std::runtime_error("--resume needs checkpoint.dir (the directory to resume from)");
     std::optional<std::string> latest = find_latest_checkpoint(ckpt_dir, out);
     if (!latest) throw CheckpointError("no checkpoint in " + ckpt_dir + " to resume from");
     resumed_from_ = *latest;
   }
-  if (!ckpt_dir.empty()) check_checkpoint_dir_writable(ckpt_dir);
   // A new run must not silently replace (and prune) the checkpoints of another one.
   if (!options.resume && !ckpt_dir.empty())
     if (std::optional<std::string> latest = find_latest_checkpoint(ckpt_dir, out))
@@ -269,10 +294,16 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   // Gradients summed over ranks (only after the last micro-batch); the log sums too, so every rank
   // holds the same interval state (and a checkpoint from rank 0 fits them all).
   const GradExchangeStats& exchange = dp_.reduce_gradients();
+  // A stop signal read here is agreed on by every rank through the same sum: mpirun may deliver it
+  // to some ranks only, or to each at a different step, and all must stop after the same step.
+  int stop = options_.stop_signal ? options_.stop_signal->load() : 0;
   if (dp_.world_size() > 1) {
-    std::vector<double> sums = dp_.sum({loss, correct, local_tokens});
+    std::vector<double> sums = dp_.sum(
+        {loss, correct, local_tokens, stop == SIGTERM ? 1.0 : 0.0, stop == SIGINT ? 1.0 : 0.0});
     loss = sums[0], correct = sums[1], local_tokens = sums[2];
+    stop = sums[4] > 0 ? SIGINT : (sums[3] > 0 ? SIGTERM : stop);
   }
+  stop_signal_ = stop;
   state_.interval.loss += loss;
   state_.interval.correct += correct;
   double lr = learning_rate_at(cfg_.lr_schedule, cfg_.model.d_model, step);
@@ -281,6 +312,8 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   OptimizerStepStats st =
       optimizer_->step(step, lr, global_tokens * loss_scaler_.scale(), cfg_.train.clip_norm);
   loss_scaler_.update(st.skipped);
+  // The sums are global, so every rank counts the same consecutive bad steps.
+  bad_steps_ = st.skipped || !std::isfinite(loss) ? bad_steps_ + 1 : 0;
   dp_.verify_parameters(model_->params(), step, cfg_.dist.checksum_every);
   StepTimes times = timer.finish();
   times.comm_seconds = exchange.comm_seconds;
@@ -337,6 +370,13 @@ CheckpointMetric TrainingRun::evaluate(int64_t step) {
   return metric;
 }
 
+// Where a diverged run can be resumed from: this run's last save, else the one it resumed from.
+std::string TrainingRun::last_good_checkpoint() const {
+  if (!summary_.last_checkpoint.empty()) return summary_.last_checkpoint;
+  if (!resumed_from_.empty()) return resumed_from_;
+  return cfg_.checkpoint.dir.empty() ? "none (no checkpoint.dir)" : "none yet";
+}
+
 void TrainingRun::save(std::optional<CheckpointMetric> metric) {
   CheckpointState s;
   s.step = state_.step;
@@ -349,9 +389,14 @@ void TrainingRun::save(std::optional<CheckpointMetric> metric) {
   s.vocab_path = vocab_path_;
   s.extra = state_.extra();
   s.extra["loss_scale_clean_steps"] = loss_scaler_.to_json()["clean_steps"];
-  SavedCheckpoint saved =
-      save_checkpoint(cfg_.checkpoint.dir, model_->params(), optimizer_->first_moment(),
-                      optimizer_->second_moment(), s, cfg_, cfg_.checkpoint.keep, metric);
+  SavedCheckpoint saved;
+  try {
+    saved = save_checkpoint(cfg_.checkpoint.dir, model_->params(), optimizer_->first_moment(),
+                            optimizer_->second_moment(), s, cfg_, cfg_.checkpoint.keep, metric);
+  } catch (const NonFiniteTensorError& e) {
+    throw NonFiniteTensorError(std::string(e.what()) + " at step " + std::to_string(state_.step) +
+                               "; last good checkpoint: " + last_good_checkpoint());
+  }
   ++report_.checkpoints;
   report_.checkpoint_seconds += saved.seconds;
   report_.last_checkpoint = saved.path;
@@ -380,7 +425,15 @@ TrainSummary TrainingRun::run() {
   loop_start_ = Clock::now();
   for (int64_t step = first_step + 1; step <= cfg_.train.max_steps; ++step) {
     train_step(step, timer);
-    int stop_signal = options_.stop_signal ? options_.stop_signal->load() : 0;
+    if (cfg_.train.max_bad_steps > 0 && bad_steps_ >= cfg_.train.max_bad_steps)
+      throw std::runtime_error(
+          "training diverged: steps " + std::to_string(step - bad_steps_ + 1) + " to " +
+          std::to_string(step) + " (" + std::to_string(bad_steps_) +
+          " in a row, train.max_bad_steps) had a non-finite loss or gradient norm; stopped at "
+          "step " +
+          std::to_string(step) + " without saving; last good checkpoint: " +
+          last_good_checkpoint() + " (resume from it with a lower learning rate)");
+    int stop_signal = stop_signal_;
     bool regular_log = step % cfg_.log.every_steps == 0;
     bool last = step == cfg_.train.max_steps || stop_signal != 0;
     if (regular_log || last) log_line(step, regular_log);
@@ -455,6 +508,10 @@ void TrainingRun::finish(const std::string& stop_reason) {
 }  // namespace
 
 TrainSummary run_training(const RunConfig& cfg, std::ostream& out, const TrainOptions& options) {
+  if (cfg.train.device == Device::cuda)
+    require_cuda_device("train.device=cuda",
+                        "to train on the CPU, pass --set train.device=cpu --set "
+                        "train.precision=fp32 (or set them in the config)");
   DataParallel dp(cfg.dist, cfg.train.device, options.distributed);
   if (dp.world_size() == 1) {
     TrainingRun run(cfg, out, options, dp);
@@ -476,7 +533,9 @@ std::atomic<int>& install_stop_signal_handlers() {
   struct sigaction action {};
   action.sa_handler = record_stop_signal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESETHAND;  // a second signal of the same kind ends the process at once
+  // No SA_RESETHAND: a second SIGTERM must not kill the run before it saves. SA_RESTART: system
+  // calls the signal interrupts on other threads (checkpoint writes, MPI, NCCL) resume.
+  action.sa_flags = SA_RESTART;
   for (int signal_number : {SIGTERM, SIGINT})
     if (sigaction(signal_number, &action, nullptr) != 0)
       throw std::runtime_error("cannot install a handler for " + signal_name(signal_number) + ": " +

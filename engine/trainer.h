@@ -47,9 +47,10 @@ struct TrainSummary {
 TrainSummary run_training(const RunConfig& cfg, std::ostream& out,
                           const TrainOptions& options = {});
 
-// Installs handlers for SIGTERM and SIGINT that store the signal number in the returned flag.
-// Each handler fires once (SA_RESETHAND): a second signal of the same kind takes the default
-// action and ends the process at once (checkpoints are atomic, so that loses only progress).
+// Installs handlers for SIGTERM and SIGINT that store the first signal's number in the returned
+// flag (async-signal-safe; the signal may land on any thread). Any number of SIGTERMs leads to the
+// same orderly save and exit; a second SIGINT (Ctrl-C twice) ends the process at once
+// (checkpoints are atomic, so that loses only progress).
 std::atomic<int>& install_stop_signal_handlers();
 
 // The Transformer shape a model config describes, for a vocabulary of `vocab` entries.

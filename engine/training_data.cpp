@@ -8,6 +8,7 @@
 #include "data/batcher.h"
 #include "data/batcher_eval.h"
 #include "data/shard.h"
+#include "engine/prepared_dir.h"
 #include "engine/synthetic_reverse.h"
 
 namespace nmt {
@@ -58,19 +59,6 @@ class SyntheticData : public TrainingData {
   std::vector<std::string> empty_;
 };
 
-nlohmann::json read_report(const fs::path& dir) {
-  fs::path path = dir / "report.json";
-  std::ifstream in(path);
-  if (!in)
-    throw std::runtime_error("data directory " + dir.string() +
-                             ": no report.json (is it a directory written by nmt-prep?)");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path.string() + ": not valid JSON: " + e.what());
-  }
-}
-
 std::vector<std::string> read_lines(const fs::path& path) {
   std::vector<std::string> lines;
   std::ifstream in(path);
@@ -82,14 +70,16 @@ class CorpusData : public TrainingData {
  public:
   CorpusData(const RunConfig& cfg, int world_size, int rank) {
     fs::path dir = cfg.data.train;
-    nlohmann::json report = read_report(dir);
-    std::string vocab_file = report.at("vocab").at("file").get<std::string>();
-    vocab_ = load_vocab((dir / vocab_file).string());
+    nlohmann::json report = read_prep_report(dir);
+    std::string vocab_file = prep_report_string(report, dir, {"vocab", "file"});
+    vocab_path_ = (dir / vocab_file).string();
+    vocab_ = load_vocab(vocab_path_);
     train_ = std::make_unique<ShardCorpus>((dir / "train.src.shard").string(),
                                            (dir / "train.tgt.shard").string());
-    if (train_->source_shard().header().vocab_size != static_cast<uint64_t>(vocab_->size()))
-      throw std::runtime_error("data directory " + dir.string() + ": shards and " + vocab_file +
-                               " disagree on the vocabulary size");
+    // By fingerprint: another SentencePiece model of the same size would train on wrong pieces.
+    for (const Shard* shard : {&train_->source_shard(), &train_->target_shard()})
+      check_shard_vocabulary(*shard, *vocab_, vocab_path_,
+                             "the directory mixes two nmt-prep runs; run nmt-prep again");
     TokenBatcherOptions o;
     o.max_tokens = cfg.train.batch_tokens;
     o.max_sentences = cfg.train.max_sentences;
@@ -144,15 +134,28 @@ class CorpusData : public TrainingData {
   // The dev split of an nmt-prep directory; references are the raw target lines it was made
   // from when still readable, else the decoded target shard.
   void load_dev(const fs::path& dir) {
-    nlohmann::json report = read_report(dir);
-    if (!report.at("splits").contains("dev"))
+    nlohmann::json report = read_prep_report(dir);
+    if (!report.contains("splits") || !report["splits"].is_object() ||
+        !report["splits"].contains("dev") || !report["splits"]["dev"].is_object())
       throw std::runtime_error("data.dev: " + dir.string() +
                                " has no dev split (nmt-prep --dev-src/--dev-tgt)");
     dev_ = std::make_unique<ShardCorpus>((dir / "dev.src.shard").string(),
                                          (dir / "dev.tgt.shard").string());
+    // Checked at start-up: a dev set of another vocabulary would score a meaningless BLEU, or,
+    // with ids beyond the model's vocabulary, fail only at the first evaluation.
+    for (const Shard* shard : {&dev_->source_shard(), &dev_->target_shard()})
+      check_shard_vocabulary(*shard, *vocab_, vocab_path_,
+                             "data.dev must be prepared with the training data's vocabulary "
+                             "(nmt-prep --vocab " +
+                                 vocab_path_ + ")");
     const auto& split = report["splits"]["dev"];
-    dev_refs_ = read_lines(split["target"].value("text_file", ""));
-    dev_srcs_ = read_lines(split["source"].value("text_file", ""));
+    auto text_file = [&split](const char* side) {
+      bool known = split.contains(side) && split[side].is_object() &&
+                   split[side].contains("text_file") && split[side]["text_file"].is_string();
+      return known ? split[side]["text_file"].get<std::string>() : std::string();
+    };
+    dev_refs_ = read_lines(text_file("target"));
+    dev_srcs_ = read_lines(text_file("source"));
     std::vector<int32_t> ids;
     if (static_cast<int64_t>(dev_refs_.size()) != dev_->size()) {
       dev_refs_.clear();
@@ -170,6 +173,7 @@ class CorpusData : public TrainingData {
     }
   }
 
+  std::string vocab_path_;  // <data.train>/<report.json vocab.file>
   std::unique_ptr<Vocab> vocab_;
   std::unique_ptr<ShardCorpus> train_, dev_;
   std::unique_ptr<TokenBatcher> batcher_;

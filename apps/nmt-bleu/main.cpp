@@ -1,7 +1,11 @@
 // nmt-bleu: scores a detokenized hypothesis file against one or more reference files with BLEU or
 // chrF, printing the same numbers and signature as sacreBLEU 2.x (or one JSON object).
+// Exit codes: 0 scored; 1 the score could not be written; 2 usage or input error (a missing or
+// unreadable file, line counts that differ, invalid UTF-8).
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -9,13 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli_exit.h"
 #include "data/bleu.h"
 #include "data/bleu_io.h"
 #include "data/chrf.h"
 
 namespace {
 
-constexpr int kExitInputError = 2;
+constexpr int kExitInputError = nmt::kExitUsageError;
 
 // The signature's key:value pairs as JSON fields, as sacreBLEU's JSON output has them.
 void add_signature_fields(nlohmann::json& out, const std::string& signature) {
@@ -102,7 +107,15 @@ int run(const Arguments& args) {
       std::cout << chrf.format(args.width) << "\n" << chrf.signature() << "\n";
     }
   }
-  return 0;
+  // A score nobody received (a full disk, a closed pipe) is a failure, not a success.
+  errno = 0;
+  std::cout.flush();
+  if (!std::cout) {
+    std::fprintf(stderr, "nmt-bleu: error: cannot write the score to standard output%s%s\n",
+                 errno ? ": " : "", errno ? std::strerror(errno) : "");
+    return nmt::kExitRuntimeError;
+  }
+  return nmt::kExitOk;
 }
 
 }  // namespace
@@ -135,7 +148,10 @@ int main(int argc, char** argv) {
   app.add_option("--chrf-beta", args.chrf.beta, "chrF recall weight")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  app.footer(
+      "Exit codes: 0 scored; 1 the score could not be written; 2 usage or input error (missing "
+      "file, line counts differ, invalid UTF-8).");
+  if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
 
   try {
     return run(args);

@@ -1,9 +1,12 @@
 // nmt-prep: trains a joint SentencePiece BPE vocabulary (or takes an existing vocabulary), encodes
 // train and dev into token shards, and writes the dataset report. Usage in docs/data.md.
+// Exit codes: 0 written; 1 runtime error (one message on stderr, the output directory as it was);
+// 2 usage error.
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 
+#include "apps/cli_exit.h"
 #include "data/prep.h"
 
 int main(int argc, char** argv) {
@@ -40,7 +43,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--quiet", quiet, "print nothing but errors");
   app.add_flag("--verbose", verbose, "show SentencePiece's training log");
-  CLI11_PARSE(app, argc, argv);
+  app.footer(
+      "Exit codes: 0 written; 1 runtime error (the output directory is left as it was); 2 usage "
+      "error.");
+  if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
 
   options.spm.verbose = verbose;
   if (!quiet) options.progress = &std::cerr;

@@ -2,7 +2,7 @@
 // engine's side of the PyTorch cross-check (scripts/torch_crosscheck.py).
 //   nmt-score --checkpoint DIR --src FILE --tgt FILE [--ids] [--vocab PATH] [--device cpu|cuda]
 //             --out result.json
-// Exit codes: 0 written; 1 any error (one message on stderr, no output file).
+// Exit codes: 0 written; 1 runtime error (one message on stderr, no output file); 2 usage error.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +13,7 @@
 #include <iostream>
 #include <string>
 
+#include "apps/cli_exit.h"
 #include "apps/nmt-score/score.h"
 
 namespace {
@@ -53,7 +54,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--out", out_path, "the JSON result")->required();
-  CLI11_PARSE(app, argc, argv);
+  app.footer("Exit codes: 0 written; 1 runtime error (no output file); 2 usage error.");
+  if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
   if (!device.empty()) options.device = device == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
 
   try {

@@ -3,12 +3,13 @@
 // Exit codes: 0 trained to train.max_steps (or stopped early by eval.early_stop_patience), or
 // stopped by SIGTERM after saving a checkpoint (a preempted job that can be resumed is not a
 // failure); 130 stopped by SIGINT (Ctrl-C) after saving a checkpoint, as shells report an
-// interrupted command; 2 config error; 1 any other error (one message on stderr).
+// interrupted command; 2 usage or config error; 1 any other error (one message on stderr).
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <exception>
 #include <iostream>
 
+#include "apps/cli_exit.h"
 #include "engine/config.h"
 #include "engine/trainer.h"
 
@@ -24,7 +25,11 @@ int main(int argc, char** argv) {
                "continue from the newest checkpoint in checkpoint.dir (bit-identical to an "
                "uninterrupted run)");
   app.add_flag("--print-config", print_config, "print the fully resolved config and exit");
-  CLI11_PARSE(app, argc, argv);
+  app.footer(
+      "Exit codes: 0 trained to train.max_steps, stopped early, or stopped by SIGTERM after saving "
+      "a checkpoint (resume with --resume); 130 stopped by SIGINT after saving; 1 runtime error "
+      "(data, checkpoint, divergence, no GPU); 2 usage or config error.");
+  if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
 
   constexpr int kExitInterrupted = 128 + SIGINT;
   try {

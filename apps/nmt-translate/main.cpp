@@ -2,12 +2,14 @@
 // checkpoint.
 //   nmt-translate --checkpoint DIR [--vocab PATH] [--beam 4] [--alpha 0.6] [--max-len-a 1.5]
 //                 [--max-len-b 10] [--batch-tokens N] [--device cpu|cuda] < in.txt > out.txt
+// Exit codes: 0 translated; 1 runtime error (nothing written to stdout); 2 usage error.
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "apps/cli_exit.h"
 #include "engine/decode_translate.h"
 
 namespace {
@@ -44,7 +46,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  CLI11_PARSE(app, argc, argv);
+  app.footer("Exit codes: 0 translated; 1 runtime error (nothing written); 2 usage error.");
+  if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
   if (!device.empty()) options.device = device == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
 
   try {

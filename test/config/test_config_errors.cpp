@@ -262,5 +262,32 @@ TEST_CASE("edit distance", "[config]") {
   CHECK(edit_distance("kitten", "sitting") == 3);
 }
 
+TEST_CASE("deeply nested and very long values give a short message, not a crash", "[config]") {
+  // A million levels overflowed the stack while the message printed the value (issue 15).
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  std::string message = file_error(R"({"model": {"d_model": )" + deep + "}}");
+  CHECK(contains(message, "nested deeper than 64 levels"));
+  CHECK(message.size() < 400);
+
+  // Within the bound, the nested value is quoted cut short.
+  const std::string nested = std::string(60, '[') + std::string(60, ']');
+  message = file_error(R"({"model": {"d_model": )" + nested + "}}");
+  CHECK(contains(message, "model.d_model"));
+  CHECK(message.size() < 400);
+
+  message = file_error(R"({"model": {"norm": ")" + std::string(1000000, 'x') + "\"}}");
+  CHECK(contains(message, "model.norm"));
+  CHECK(contains(message, "(1000002 characters)"));
+  CHECK(message.size() < 400);
+
+  RunConfig cfg;
+  message = config_error_of(
+      [&] { apply_config_override(cfg, "model.norm=" + std::string(100000, 'y')); });
+  CHECK(contains(message, "model.norm"));
+  CHECK(message.size() < 400);
+  message = config_error_of([&] { apply_config_override(cfg, std::string(100000, 'z') + "=1"); });
+  CHECK(message.size() < 600);
+}
+
 }  // namespace
 }  // namespace nmt

@@ -1,5 +1,7 @@
 // nmt-prep end to end on a slice of bible-en-es, drop reasons, dev handling, OpenSeq2Seq input,
 // and the no-half-written-output rule.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -189,11 +191,54 @@ TEST_CASE("prep refuses misaligned input and writes nothing", "[prep]") {
 
 TEST_CASE("prep that fails late leaves no output and no staging behind", "[prep]") {
   ScratchDir dir;
-  write_text(dir.file("src"), "\n\n");  // every pair dropped: the run fails after encoding
+  write_text(dir.file("src"), "the cat sat\nthe dog ran\n");
+  write_text(dir.file("tgt"), "el gato\nel perro\n");
+  PrepOptions o = small_options(dir);
+  o.max_length = 1;  // every pair dropped as too long: the run fails after encoding
+  REQUIRE(contains(error_of([&] { run_prep(o); }), "survived"));
+  // The outputs are staged beside out/ and swapped in whole: nothing of this run is left.
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("out")));
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    REQUIRE_FALSE(contains(entry.path().filename().string(), "nmt-prep-staging"));
+}
+
+TEST_CASE("prep without usable training text fails before training a vocabulary", "[prep]") {
+  ScratchDir dir;
+  write_text(dir.file("src"), "\n\n");  // blank source lines: no pair passes the text checks
   write_text(dir.file("tgt"), "a\nb\n");
   PrepOptions o = small_options(dir);
-  REQUIRE(contains(error_of([&] { run_prep(o); }), "survived"));
-  REQUIRE(std::filesystem::is_empty(dir.file("out")));
+  o.vocab_path.clear();  // SentencePiece would fail with its own message
+  std::string e = error_of([&] { run_prep(o); });
+  REQUIRE(contains(e, "no usable train pair in " + dir.file("src")));
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("out")));
+  write_text(dir.file("src"), "");
+  write_text(dir.file("tgt"), "");
+  REQUIRE(contains(error_of([&] { run_prep(o); }), " are empty: no training text"));
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("out")));
+}
+
+TEST_CASE("prep replaces an existing directory whole and refuses one with other files", "[prep]") {
+  ScratchDir dir;
+  write_text(dir.file("src"), "the cat sat\nthe dog ran\n");
+  write_text(dir.file("tgt"), "el gato se sento\nel perro corrio\n");
+  PrepOptions o = small_options(dir);
+  run_prep(o);
+  const auto first = std::filesystem::last_write_time(dir.file("out/report.json"));
+  // Staging of a killed run of this host (a pid that cannot exist) is removed by the next run.
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string tag = host;
+  for (char& c : tag)
+    if (c == '-' || c == '/') c = '_';
+  const std::string stale = dir.file(".out.nmt-prep-staging-" + tag + "-2147480000");
+  std::filesystem::create_directory(stale);
+  run_prep(o);
+  REQUIRE(std::filesystem::last_write_time(dir.file("out/report.json")) >= first);
+  REQUIRE_FALSE(std::filesystem::exists(stale));
+  write_text(dir.file("out/notes.txt"), "mine\n");
+  REQUIRE(
+      contains(error_of([&] { run_prep(o); }), "holds notes.txt, which nmt-prep did not write"));
+  REQUIRE(std::filesystem::exists(dir.file("out/notes.txt")));
 }
 
 TEST_CASE("prep encodes OpenSeq2Seq-style pre-tokenized text with its vocabulary", "[prep]") {

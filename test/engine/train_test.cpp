@@ -236,6 +236,17 @@ TEST_CASE("SIGTERM: the handler sets the flag; the step finishes, a checkpoint i
                        "/ckpt-1; continue with --resume") != std::string::npos);
 }
 
+TEST_CASE("SIGTERM twice: the handler stays installed and keeps the first signal",
+          "[engine][train]") {
+  std::atomic<int>& stop = nmt::install_stop_signal_handlers();
+  stop = 0;
+  std::raise(SIGTERM);
+  std::raise(SIGTERM);  // installed with SA_RESETHAND, this one ended the process (issue 15)
+  std::signal(SIGINT, SIG_DFL);  // give Ctrl-C back to the test runner
+  CHECK(stop.load() == SIGTERM);
+  stop = 0;
+}
+
 TEST_CASE("eval.early_stop_patience stops after that many evaluations without improvement",
           "[engine][train]") {
   nmt::RunConfig c = small_config();
