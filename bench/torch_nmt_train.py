@@ -766,6 +766,12 @@ def main():
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    def to_device(array):
+        tensor = torch.from_numpy(array)
+        if device.type == "cuda":
+            return tensor.pin_memory().to(device, non_blocking=True)
+        return tensor
+
     max_steps, eval_every, log_every = t["max_steps"], cfg["eval"]["every_steps"], cfg["log"]["every_steps"]
     train_s = 0.0           # pure training time, up to the last synchronisation point
     seg_start = time.monotonic()
@@ -783,9 +789,9 @@ def main():
             group["lr"] = lr
         optimizer.zero_grad(set_to_none=True)
         for b in micro:
-            s_ids = torch.from_numpy(b["src"]).to(device, non_blocking=True)
-            t_in = torch.from_numpy(b["tgt_in"]).to(device, non_blocking=True)
-            t_out = torch.from_numpy(b["tgt_out"]).to(device, non_blocking=True)
+            # Pinned host memory: the copies queue behind the previous step instead of waiting
+            # for it, so Python prepares step n+1 while the GPU runs step n.
+            s_ids, t_in, t_out = (to_device(b[k]) for k in ("src", "tgt_in", "tgt_out"))
             with autocast():
                 loss_sum = step_fn(s_ids, t_in, t_out, ls)
             scaler.scale(loss_sum / step_tokens).backward()
