@@ -552,6 +552,62 @@ def initialize(model, scheme, m):
         nn.init.normal_(model.embed.weight, std=d ** -0.5)
 
 
+def load_engine_checkpoint(model, path):
+    """Copies nmt-train's weights (CHECKPOINT/model.safetensors, fairseq-style names, fp32) into
+    the twin: q/k/v_proj stacked into in_proj, self_attn_layer_norm -> norm1, encoder_attn ->
+    multihead_attn, encoder_attn_layer_norm -> norm2 (decoder), final_layer_norm -> the last norm."""
+    import torch
+    with open(os.path.join(path, "model.safetensors"), "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(size))
+        data = f.read()
+    meta = header.pop("__metadata__", None) or {}
+    w = {}
+    for name, info in header.items():
+        if info["dtype"] != "F32":
+            raise SystemExit(f"{path}: {name} is {info['dtype']}, expected F32")
+        begin, end = info["data_offsets"]
+        w[name] = torch.from_numpy(np.frombuffer(data[begin:end], dtype="<f4").copy()).view(info["shape"])
+    for alias, stored in json.loads(meta.get("aliases", "{}")).items():
+        w[alias] = w[stored]
+    used = set()
+
+    def take(name):
+        used.add(name)
+        return w[name]
+
+    with torch.no_grad():
+        model.embed.weight.copy_(take("encoder.embed_tokens.weight"))
+        for stack in ("encoder", "decoder"):
+            for i, layer in enumerate(getattr(model, stack).layers):
+                p = f"{stack}.layers.{i}"
+                attns = [("self_attn", layer.self_attn)]
+                norms = ["self_attn_layer_norm"]
+                if stack == "decoder":
+                    attns.append(("encoder_attn", layer.multihead_attn))
+                    norms.append("encoder_attn_layer_norm")
+                norms.append("final_layer_norm")
+                for name, attn in attns:
+                    attn.in_proj_weight.copy_(torch.cat([take(f"{p}.{name}.{x}_proj.weight") for x in "qkv"]))
+                    attn.in_proj_bias.copy_(torch.cat([take(f"{p}.{name}.{x}_proj.bias") for x in "qkv"]))
+                    attn.out_proj.weight.copy_(take(f"{p}.{name}.out_proj.weight"))
+                    attn.out_proj.bias.copy_(take(f"{p}.{name}.out_proj.bias"))
+                for k, norm in enumerate(norms):
+                    ln = getattr(layer, f"norm{k + 1}")
+                    ln.weight.copy_(take(f"{p}.{norm}.weight"))
+                    ln.bias.copy_(take(f"{p}.{norm}.bias"))
+                for fc, lin in (("fc1", layer.linear1), ("fc2", layer.linear2)):
+                    lin.weight.copy_(take(f"{p}.{fc}.weight"))
+                    lin.bias.copy_(take(f"{p}.{fc}.bias"))
+            final = getattr(model, stack).norm
+            if final is not None:
+                final.weight.copy_(take(f"{stack}.layer_norm.weight"))
+                final.bias.copy_(take(f"{stack}.layer_norm.bias"))
+    unused = sorted(set(w) - used - {"decoder.embed_tokens.weight", "decoder.output_projection.weight"})
+    if unused:
+        raise SystemExit(f"{path}: weights the twin has no place for: {', '.join(unused[:5])}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Greedy decoding with a key/value cache, over nn.TransformerDecoderLayer's own weights.
 
@@ -689,6 +745,8 @@ def main():
                     help="stop after the first evaluation reaching this dev BLEU")
     ap.add_argument("--device", default=None, help="cuda (default when present) or cpu")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads)")
+    ap.add_argument("--checkpoint", help="evaluate nmt-train's checkpoint folder on the dev set and exit "
+                    "(a cross-check of architecture and evaluation; config and --set must match it)")
     ap.add_argument("--self-test", action="store_true", help="run the CPU self-checks and exit")
     args = ap.parse_args()
     if args.self_test:
@@ -726,6 +784,8 @@ def main():
     torch.manual_seed(t["seed"])
     model = build_model(m, vocab)
     initialize(model, init, m)
+    if args.checkpoint:
+        load_engine_checkpoint(model, args.checkpoint)
     model.to(device).train()
     params = sum(p.numel() for p in model.parameters())
     opt_cfg = cfg["optimizer"]
@@ -752,6 +812,13 @@ def main():
             log_file.write(json.dumps(obj) + "\n")
             log_file.flush()
 
+    if args.checkpoint:
+        if dev is None:
+            raise SystemExit("--checkpoint needs data.dev")
+        e = evaluate(model, dev, sp, ls, cfg["eval"]["max_sentences"], autocast)
+        print(f"checkpoint {args.checkpoint}: dev loss {e['loss']:.6f} | {e['bleu_line']} | "
+              f"{e['sentences']} sentences")
+        return 0
     name = "torch-compile" if args.compile else "torch-eager"
     print(f"twin: {name}, init {init}, {params} parameters, {precision}, device {device}"
           f" ({torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}), torch {torch.__version__}")
