@@ -928,8 +928,12 @@ def main():
 # batcher invariants.
 
 def self_test():
-    import torch
-    import torch.nn.functional as F
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        print("SKIPPED: torch is not installed for python3")
+        return 77
     torch.manual_seed(0)
     failures = []
 
