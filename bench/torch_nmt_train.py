@@ -78,7 +78,6 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
-import re  # noqa: E402
 import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -763,9 +762,6 @@ def main():
     init = args.init or m["init"] or "torch"
     if init not in INIT_SCHEMES:
         raise SystemExit(f"model.init {init}: the twin knows {', '.join(INIT_SCHEMES)}")
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
 
     prep = d_cfg["train"]
     report = json.load(open(os.path.join(prep, "report.json")))
