@@ -25,6 +25,15 @@ class ConfigError : public std::runtime_error {
 enum class NormPosition : uint8_t { post, pre };
 enum class OptimizerKind : uint8_t { adam, lazyadam };
 enum class LrPolicy : uint8_t { transformer_policy, inverse_sqrt, constant };
+// How the projections are initialised (engine/param_init.h has the distributions).
+enum class InitScheme : uint8_t {
+  xavier,   // every weight matrix Xavier-uniform per projection, biases 0 (the engine's first)
+  torch,    // PyTorch nn.TransformerEncoderLayer/DecoderLayer defaults, drawn per layer
+  fairseq,  // fairseq: q/k/v Xavier-uniform with gain 1/sqrt(2), the rest Xavier-uniform
+  scaled,   // `torch`, residual-branch outputs scaled by 1/sqrt(branches in the stack) (GPT-2)
+  small,    // SmallInit N(0, sqrt(2/(5d))) with Wang's N(0, 2/(L sqrt(d))) on branch outputs
+  deepnet,  // DeepNet's Xavier-normal with gain beta on v, out, fc1, fc2 (encoder-decoder betas)
+};
 
 // Field defaults are THE defaults: the schema reads them from a default-constructed RunConfig.
 struct ModelConfig {
@@ -40,6 +49,7 @@ struct ModelConfig {
   bool shared_embeddings = true;
   double layernorm_eps = 1e-6;
   int64_t max_positions = 1024;
+  InitScheme init = InitScheme::torch;
 };
 
 struct DataConfig {
@@ -69,9 +79,9 @@ struct TrainConfig {
   Device device = Device::cuda;
   DType precision = DType::bf16;  // f32, bf16 or f16 only
   double label_smoothing = 0.1;
-  double clip_norm = 0.0;  // 0 = off
-  int64_t threads = 0;     // 0 = all cores
-  double loss_scale = 32768;        // fp16 only: the initial dynamic loss scale
+  double clip_norm = 0.0;            // 0 = off
+  int64_t threads = 0;               // 0 = all cores
+  double loss_scale = 32768;         // fp16 only: the initial dynamic loss scale
   int64_t loss_scale_window = 1000;  // fp16 only: clean steps before the scale doubles
 };
 
@@ -160,6 +170,7 @@ std::string config_reference_markdown();
 
 // Config spellings of the enums ("post", "lazyadam", "bf16", "cuda" ...).
 std::string_view config_name(NormPosition value);
+std::string_view config_name(InitScheme value);
 std::string_view config_name(LengthPolicy value);
 std::string_view config_name(OptimizerKind value);
 std::string_view config_name(LrPolicy value);

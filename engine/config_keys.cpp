@@ -15,6 +15,9 @@ using EnumNames = std::vector<std::pair<std::string, Enum>>;
 
 const EnumNames<NormPosition> kNormNames = {{"post", NormPosition::post},
                                             {"pre", NormPosition::pre}};
+const EnumNames<InitScheme> kInitNames = {
+    {"xavier", InitScheme::xavier}, {"torch", InitScheme::torch}, {"fairseq", InitScheme::fairseq},
+    {"scaled", InitScheme::scaled}, {"small", InitScheme::small}, {"deepnet", InitScheme::deepnet}};
 const EnumNames<LengthPolicy> kLengthPolicyNames = {{"drop", LengthPolicy::kDrop},
                                                     {"truncate", LengthPolicy::kTruncate}};
 const EnumNames<OptimizerKind> kOptimizerNames = {{"adam", OptimizerKind::adam},
@@ -149,6 +152,16 @@ std::vector<ConfigKey> build_keys() {
           "Epsilon added to the variance in every layer norm."),
       key("model.max_positions", kModel, &M::max_positions, closed(1, 1048576),
           "Longest sequence the sinusoidal position encoding is built for."),
+      key("model.init", kModel, &M::init, kInitNames,
+          "Initialisation of the attention and feed-forward projections (embeddings are always "
+          "N(0, d^-1/2), layer norms 1/0): xavier = Xavier-uniform per projection, biases 0; "
+          "torch = PyTorch's nn.TransformerEncoderLayer defaults (q/k/v Xavier-uniform as one "
+          "[3d, d] matrix, output and feed-forward U(+-1/sqrt(fan_in)), feed-forward biases too); "
+          "fairseq = q/k/v Xavier-uniform with gain 1/sqrt(2), the rest Xavier-uniform; scaled = "
+          "torch with the attention-output and fc2 weights divided by sqrt(residual branches of "
+          "the stack) (GPT-2); small = N(0, sqrt(2/(5 d))) with N(0, 2/(layers sqrt(d))) on those "
+          "branch outputs (SmallInit + Wang); deepnet = Xavier-normal with DeepNet's "
+          "encoder-decoder gain beta on v, out, fc1, fc2. docs/perf.md has the study."),
 
       key("data.train", kData, &D::train,
           "Training data: `synthetic:reverse` (a generated toy task) or a directory written by "
@@ -306,6 +319,9 @@ std::string DataConfig::synthetic_task() const {
 
 std::string_view config_name(NormPosition value) {
   return name_of(kNormNames, value);
+}
+std::string_view config_name(InitScheme value) {
+  return name_of(kInitNames, value);
 }
 std::string_view config_name(LengthPolicy value) {
   return name_of(kLengthPolicyNames, value);

@@ -1,8 +1,11 @@
 // ParamStore layout and deterministic initialisation.
 #include "engine/param_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
+#include <utility>
 
 #include "kernels/elementwise.h"
 #include "kernels/philox.h"
@@ -61,36 +64,81 @@ const Param* ParamStore::find(const std::string& name) const {
   return nullptr;
 }
 
-void ParamStore::initialize(uint64_t seed) {
+namespace {
+
+// The layers of each stack, from the names `encoder.layers.N.` / `decoder.layers.N.`.
+InitDepth depth_of(const std::deque<Param>& params) {
+  InitDepth depth{0, 0};
+  for (const Param& p : params) {
+    for (const auto& [stack, count] : {std::pair{"encoder.layers.", &depth.encoder_layers},
+                                       std::pair{"decoder.layers.", &depth.decoder_layers}}) {
+      if (p.name.rfind(stack, 0) != 0) continue;
+      const int64_t layer = std::stoll(p.name.substr(std::string_view(stack).size()));
+      *count = std::max(*count, layer + 1);
+    }
+  }
+  return depth;
+}
+
+// [fan_out, fan_in] of a projection weight; a bias takes its weight's (the name with `.weight`).
+std::pair<double, double> fans_of(const ParamStore& store, const Param& p) {
+  const Param* weight = &p;
+  if (p.kind == ParamKind::bias) {
+    weight = store.find(p.name.substr(0, p.name.size() - 5) + ".weight");
+    if (!weight) throw std::logic_error("bias without a weight: " + p.name);
+  }
+  const double fan_out = static_cast<double>(weight->shape[0]);
+  return {static_cast<double>(weight->numel) / fan_out, fan_out};
+}
+
+void fill_uniform(const RngKey& key, double bound, int64_t n, float* out) {
+  const float b = static_cast<float>(bound);
+  for (int64_t i = 0; i < n; ++i) out[i] = (2.0f * rng_uniform(key, i) - 1.0f) * b;
+}
+
+void fill_normal(const RngKey& key, double stddev, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    // Box-Muller on two uniforms from disjoint halves of the stream.
+    double u1 = 1.0 - rng_uniform(key, 2 * i), u2 = rng_uniform(key, 2 * i + 1);
+    out[i] = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) *
+                                std::cos(6.283185307179586 * u2));
+  }
+}
+
+}  // namespace
+
+void ParamStore::initialize(uint64_t seed, InitScheme scheme) {
   std::vector<float> host(static_cast<size_t>(total_));
+  const InitDepth depth = depth_of(params_);
+  int64_t d_model = 0;
+  for (const Param& p : params_)
+    if (p.kind == ParamKind::embedding) d_model = p.shape.back();
   uint32_t tensor_id = 0x70000000u;  // init streams are disjoint from dropout's tensor ids
   for (const Param& p : params_) {
     RngKey key{seed, 0, tensor_id++};
     float* out = host.data() + p.offset;
     switch (p.kind) {
-      case ParamKind::weight: {
-        double fan_out = static_cast<double>(p.shape[0]);
-        double fan_in = static_cast<double>(p.numel) / fan_out;
-        float bound = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
-        for (int64_t i = 0; i < p.numel; ++i) out[i] = (2.0f * rng_uniform(key, i) - 1.0f) * bound;
+      case ParamKind::weight:
+      case ParamKind::bias: {
+        const auto [fan_in, fan_out] = fans_of(*this, p);
+        const InitDraw draw =
+            init_draw(scheme, param_role_of(p.name), fan_in, fan_out, d_model, depth);
+        if (draw.kind == InitDraw::Kind::uniform)
+          fill_uniform(key, draw.bound, p.numel, out);
+        else if (draw.kind == InitDraw::Kind::normal)
+          fill_normal(key, draw.stddev, p.numel, out);
+        else
+          std::fill(out, out + p.numel, static_cast<float>(draw.value));
         break;
       }
-      case ParamKind::embedding: {
-        double stddev = 1.0 / std::sqrt(static_cast<double>(p.shape.back()));
-        for (int64_t i = 0; i < p.numel; ++i) {
-          // Box-Muller on two uniforms from disjoint halves of the stream.
-          double u1 = 1.0 - rng_uniform(key, 2 * i), u2 = rng_uniform(key, 2 * i + 1);
-          out[i] = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) *
-                                      std::cos(6.283185307179586 * u2));
-        }
+      case ParamKind::embedding:
+        fill_normal(key, 1.0 / std::sqrt(static_cast<double>(p.shape.back())), p.numel, out);
         break;
-      }
       case ParamKind::norm_gain:
-        for (int64_t i = 0; i < p.numel; ++i) out[i] = 1.0f;
+        std::fill(out, out + p.numel, 1.0f);
         break;
-      case ParamKind::bias:
       case ParamKind::norm_bias:
-        for (int64_t i = 0; i < p.numel; ++i) out[i] = 0.0f;
+        std::fill(out, out + p.numel, 0.0f);
         break;
     }
   }

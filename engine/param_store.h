@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/arena.h"
+#include "engine/param_init.h"
 #include "kernels/tensor.h"
 
 namespace nmt {
@@ -40,9 +41,10 @@ class ParamStore {
   // and every optimizer update); nothing to do in fp32.
   void sync_compute();
 
-  // Deterministic initialisation from the seed (same values on every backend and rank):
-  // weights Xavier-uniform, embeddings N(0, d^-1/2), norm gains 1, biases 0.
-  void initialize(uint64_t seed);
+  // Deterministic initialisation from the seed (same values on every backend and rank): the
+  // projections as `scheme` says (engine/param_init.h), embeddings N(0, d^-1/2), norm gains 1,
+  // norm biases 0.
+  void initialize(uint64_t seed, InitScheme scheme = InitScheme::xavier);
 
   const std::deque<Param>& params() const { return params_; }
   std::deque<Param>& params() { return params_; }

@@ -207,11 +207,12 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   ModelShape shape = model_shape_from(cfg.model, data_->vocab_size());
   shape.compute_dtype = cfg.train.precision;
   model_ = std::make_unique<Transformer>(shape, cfg.train.device, max_rows, max_len);
-  model_->params().initialize(seed_);
+  model_->params().initialize(seed_, cfg.model.init);
   optimizer_ = std::make_unique<Optimizer>(model_->params(), cfg.optimizer, cfg.train.device);
   out << "data: " << data_->describe() << "\n"
-      << "model: " << model_->params().total_elements() << " parameters, arena "
-      << model_->arena_bytes() / (1 << 20) << " MiB, " << omp_get_max_threads() << " threads\n";
+      << "model: " << model_->params().total_elements() << " parameters (init "
+      << config_name(cfg.model.init) << "), arena " << model_->arena_bytes() / (1 << 20) << " MiB, "
+      << omp_get_max_threads() << " threads\n";
   if (dp.world_size() > 1)
     out << "data parallel: " << dp.world_size() << " ranks over " << dp.backend()
         << ", gradient buckets of " << cfg.dist.bucket_mb << " MB\n";
