@@ -150,6 +150,14 @@ static double unix_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// Taken while the program's static objects are initialised, before main(): the train and eval
+// records carry `elapsed_s`, wall seconds since then (setup and evaluations included).
+static const std::chrono::steady_clock::time_point kProcessStart = std::chrono::steady_clock::now();
+
+static double elapsed_since_process_start() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - kProcessStart).count();
+}
+
 nlohmann::json train_record_json(const TrainRecord& r) {
   // A single process exchanges nothing: the comm fields are 0.
   return {{"event", "train"},
@@ -170,7 +178,8 @@ nlohmann::json train_record_json(const TrainRecord& r) {
           {"eta_s", r.eta_seconds},
           {"steps", r.steps},
           {"skipped_steps", r.skipped},
-          {"time", unix_time()}};
+          {"time", unix_time()},
+          {"elapsed_s", elapsed_since_process_start()}};
 }
 
 nlohmann::json eval_record_json(int64_t step, const EvalResult& e, double seconds) {
@@ -182,7 +191,8 @@ nlohmann::json eval_record_json(int64_t step, const EvalResult& e, double second
                       {"greedy_exact", e.greedy_exact},
                       {"sentences", e.sentences},
                       {"eval_s", seconds},
-                      {"time", unix_time()}};
+                      {"time", unix_time()},
+                      {"elapsed_s", elapsed_since_process_start()}};
   if (e.has_bleu) {
     j["bleu"] = e.bleu;
     j["bleu_signature"] = e.bleu_signature;

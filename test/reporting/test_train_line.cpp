@@ -35,4 +35,5 @@ TEST_CASE("train line: means of the interval, loss scale when dynamic, skipped s
   nlohmann::json j = nmt::train_record_json(r);
   CHECK(j["loss_scale"].get<double>() == 16384);
   CHECK(j["skipped_steps"].get<int64_t>() == 1);
+  CHECK(j["elapsed_s"].get<double>() >= 0);  // seconds since the process started
 }
