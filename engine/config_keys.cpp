@@ -151,7 +151,8 @@ std::vector<ConfigKey> build_keys() {
       key("model.layernorm_eps", kModel, &M::layernorm_eps, above_to(0, 0.1),
           "Epsilon added to the variance in every layer norm."),
       key("model.max_positions", kModel, &M::max_positions, closed(1, 1048576),
-          "Longest sequence the sinusoidal position encoding is built for."),
+          "Longest sequence the sinusoidal position encoding is built for; dev evaluation cuts "
+          "longer sources to it (counted) and ends translations there."),
       key("model.init", kModel, &M::init, kInitNames,
           "Initialisation of the attention and feed-forward projections (embeddings are always "
           "N(0, d^-1/2), layer norms 1/0): xavier = Xavier-uniform per projection, biases 0; "
@@ -170,8 +171,8 @@ std::vector<ConfigKey> build_keys() {
           "Dev data: a directory written by nmt-prep; empty = none (a synthetic task makes its "
           "own)."),
       key("data.max_src_len", kData, &D::max_src_len, closed(1, 65536),
-          "Longest source sentence in tokens; longer pairs follow data.length_policy "
-          "(OpenSeq2Seq: max_length)."),
+          "Longest source sentence in tokens; longer training pairs follow data.length_policy "
+          "(dev lines are all decoded and scored; OpenSeq2Seq: max_length)."),
       key("data.max_tgt_len", kData, &D::max_tgt_len, closed(1, 65536),
           "Longest target sentence in tokens, without BOS/EOS; longer pairs follow "
           "data.length_policy."),
@@ -252,7 +253,8 @@ std::vector<ConfigKey> build_keys() {
           "Evaluate on the dev set every N updates (loss, then decoding and BLEU); 0 = never "
           "(OpenSeq2Seq: eval_steps)."),
       key("eval.max_sentences", kEval, &E::max_sentences, closed(0, 1e9),
-          "Dev pairs used by an evaluation (the first N); 0 = the whole dev set."),
+          "Dev lines an evaluation decodes and scores: the first N lines of the dev file; 0 = "
+          "every line (as sacreBLEU scores the whole file)."),
       key("eval.beam", kEval, &E::beam, closed(1, 256),
           "Beam size for dev decoding; 1 = greedy (OpenSeq2Seq: beam_size)."),
       key("eval.alpha", kEval, &E::alpha, closed(0, 10),

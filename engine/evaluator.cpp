@@ -1,16 +1,29 @@
-// Dev-set evaluation: loss, greedy decoding (beam search with beam 1), accuracy or BLEU, samples.
+// Dev-set evaluation: loss over the pairs within the training plan, decoding of every scored line
+// (beam search, greedy by default), accuracy or BLEU over the whole file, samples.
 #include "engine/evaluator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <sstream>
 
+#include "data/batcher_eval.h"
 #include "data/bleu.h"
-#include "engine/decode.h"
+#include "data/corpus.h"
+#include "kernels/elementwise.h"
 
 namespace nmt {
 
-static std::string ids_text(const std::vector<int32_t>& ids) {
+namespace {
+
+constexpr int64_t kPadMultiple = 8;
+
+int64_t padded(int64_t n) {
+  return std::max<int64_t>(1, (n + kPadMultiple - 1) / kPadMultiple * kPadMultiple);
+}
+
+std::string ids_text(const std::vector<int32_t>& ids) {
   std::string s;
   for (int32_t id : ids) {
     if (!s.empty()) s += ' ';
@@ -19,69 +32,150 @@ static std::string ids_text(const std::vector<int32_t>& ids) {
   return s;
 }
 
+// Target tokens (eos excluded) a source of `length` tokens may get: floor(a·n + b), and the prefix
+// (bos + tokens) within max_positions.
+int64_t target_limit(const BeamOptions& o, int64_t length, int64_t max_positions) {
+  double rule =
+      std::floor(o.max_len_a * static_cast<double>(length) + static_cast<double>(o.max_len_b));
+  return std::max<int64_t>(
+      0, static_cast<int64_t>(std::min(rule, static_cast<double>(max_positions - 1))));
+}
+
+// Decodes `sources` (ids, no bos/eos) with `model`, shortest first (similar lengths share a group);
+// the best hypothesis of each, in the given order.
+std::vector<std::vector<int32_t>> decode_best(Transformer& model, const BeamOptions& o,
+                                              const std::vector<std::vector<int32_t>>& sources) {
+  if (sources.empty()) return {};
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
+  std::vector<std::vector<int32_t>> sorted;
+  for (size_t i : order) sorted.push_back(sources[i]);
+  std::vector<std::vector<Hypothesis>> found = BeamSearch(model, o).search(sorted);
+  std::vector<std::vector<int32_t>> best(sources.size());
+  for (size_t k = 0; k < order.size(); ++k) best[order[k]] = std::move(found[k].front().tokens);
+  return best;
+}
+
+}  // namespace
+
+EvalOptions eval_options_from(const RunConfig& cfg) {
+  EvalOptions o;
+  o.max_sentences = cfg.eval.max_sentences;
+  o.samples = cfg.eval.samples;
+  o.max_positions = cfg.model.max_positions;
+  return o;  // greedy: see the note the trainer prints for eval.beam > 1
+}
+
 EvalResult evaluate_dev(Transformer& model, const TrainingData& data, float label_smoothing,
-                        int64_t max_sentences, int64_t samples) {
+                        const EvalOptions& options) {
   EvalResult r;
-  // Decoding grows each sentence up to ~1.5x its source plus 10 (bounded by the planned length),
-  // so dev batches get a third of the planned rows.
-  int64_t width = std::max<int64_t>(model.max_len(), model.max_rows() / 3);
-  const Vocab* vocab = data.vocab();
-  std::vector<std::string> hyps(static_cast<size_t>(data.dev_pairs()));
-  std::vector<char> decoded(hyps.size(), 0);
-  double loss = 0, tokens = 0, correct = 0, greedy_hits = 0, exact = 0;
-  // Greedy: beam 1 picks the argmax (ties to the lower id), each sentence up to 1.5 x its source
-  // length + 10 tokens, with the decoder's key/value cache.
-  BeamOptions greedy;
-  greedy.beam = 1;
-  greedy.alpha = 0;
-  greedy.max_len_a = 1.5;
-  greedy.max_len_b = 10;
-  BeamSearch search(model, greedy);
-  for (const Batch& b : data.dev_batches(width)) {
-    if (max_sentences > 0 && r.sentences >= max_sentences) break;
+  const BeamOptions& beam = options.decoding;
+  validate_beam_options(beam);
+  const int64_t max_positions = std::max<int64_t>(options.max_positions, 1);
+  r.lines_in_file = data.dev_pairs();
+  r.max_positions = max_positions;
+  const int64_t n = options.max_sentences > 0 ? std::min(options.max_sentences, r.lines_in_file)
+                                              : r.lines_in_file;
+  r.sentences = n;
+  std::vector<std::vector<int32_t>> sources(static_cast<size_t>(n)), targets(sources.size());
+  for (int64_t i = 0; i < n; ++i) data.dev_pair(i, sources[i], targets[i]);
+
+  // Dev loss: teacher forcing over the pairs that fit the training plan, batched by length.
+  InMemoryCorpus fitting;
+  for (int64_t i = 0; i < n; ++i)
+    if (padded(static_cast<int64_t>(sources[i].size())) <= model.max_len() &&
+        padded(static_cast<int64_t>(targets[i].size()) + 1) <= model.max_len())
+      fitting.add(sources[i], targets[i]);
+  r.loss_sentences = fitting.size();
+  double loss = 0, tokens = 0, correct = 0;
+  EvalBatcherOptions batching;
+  batching.max_tokens = model.max_rows();
+  batching.max_sentences = 0;
+  batching.pad_multiple = kPadMultiple;
+  EvalBatcher batcher(fitting, batching);
+  for (Batch b; batcher.next(b);) {
     LossSums s = model.evaluate(b, label_smoothing);
     loss += s.loss;
     tokens += static_cast<double>(s.tokens);
     correct += static_cast<double>(s.correct);
-    std::vector<std::vector<Hypothesis>> out = search.search(b);
-    for (int64_t i = 0; i < b.sentences; ++i, ++r.sentences) {
-      const int32_t* ref = b.tgt_out.data() + i * b.tgt_len;  // y_1..y_n, eos
-      const auto& hyp = out[i].front().tokens;
-      auto n = static_cast<int64_t>(b.tgt_lengths[i]) - 1,
-           hyp_len = static_cast<int64_t>(hyp.size());
-      int64_t hits = 0;
-      for (int64_t j = 0; j <= n; ++j)
-        hits += (j < hyp_len ? hyp[j] : (j == hyp_len ? kEosId : -1)) == ref[j];
-      greedy_hits += static_cast<double>(hits);
-      exact += (hits == n + 1 && hyp_len == n) ? 1 : 0;
-      size_t id = static_cast<size_t>(b.ids[i]);
-      if (vocab && id < hyps.size()) {
-        hyps[id] = vocab->decode(hyp);
-        decoded[id] = 1;
-      }
-      if (static_cast<int64_t>(r.samples.size()) < samples) {
-        std::vector<int32_t> src(b.src.begin() + i * b.src_len,
-                                 b.src.begin() + i * b.src_len + b.src_lengths[i]);
-        std::vector<int32_t> tgt(ref, ref + n);
-        if (vocab && id < data.dev_references().size())
-          r.samples.push_back({data.dev_sources_text()[id], data.dev_references()[id], hyps[id]});
-        else
-          r.samples.push_back({ids_text(src), ids_text(tgt), ids_text(hyp)});
-      }
-    }
   }
   r.loss = loss / std::max(tokens, 1.0);
   r.token_accuracy = correct / std::max(tokens, 1.0);
-  r.greedy_token_accuracy = greedy_hits / std::max(tokens, 1.0);
-  r.greedy_exact = exact / std::max<double>(static_cast<double>(r.sentences), 1.0);
-  if (vocab && !data.dev_references().empty()) {
-    std::vector<std::string> h, refs;
-    for (size_t i = 0; i < hyps.size(); ++i) {
-      if (!decoded[i]) continue;
-      h.push_back(hyps[i]);
-      refs.push_back(data.dev_references()[i]);
+
+  // Decoding: every line, its source cut to max_positions. A line goes to the training model when
+  // its source and its longest translation fit that plan; the others to a model planned for them.
+  std::vector<std::vector<int32_t>> planned, longer;
+  std::vector<int64_t> planned_lines, longer_lines;
+  int64_t longest = 1;  // the longer lines' longest source or prefix
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int32_t> source = sources[i];
+    if (static_cast<int64_t>(source.size()) > max_positions) {
+      source.resize(static_cast<size_t>(max_positions));
+      ++r.truncated;
     }
-    BleuStats bleu = corpus_bleu(h, refs);
+    const auto length = static_cast<int64_t>(source.size());
+    const int64_t prefix = target_limit(beam, length, max_positions) + 1;  // bos + tokens
+    const int64_t width = std::max(length, prefix);
+    if (length <= model.max_len() && prefix <= model.max_len() &&
+        target_limit(beam, length, model.max_len()) + 1 == prefix &&
+        beam.beam * width <= model.max_rows()) {
+      planned.push_back(std::move(source));
+      planned_lines.push_back(i);
+    } else {
+      longest = std::max(longest, std::min(width, max_positions));
+      longer.push_back(std::move(source));
+      longer_lines.push_back(i);
+    }
+  }
+  std::vector<std::vector<int32_t>> hyps(static_cast<size_t>(n));
+  std::vector<std::vector<int32_t>> best = decode_best(model, beam, planned);
+  for (size_t k = 0; k < planned_lines.size(); ++k) hyps[planned_lines[k]] = std::move(best[k]);
+  if (!longer.empty()) {
+    // The same weights in a model whose plan holds the longest of these lines with its beam.
+    Transformer wide(model.shape(), model.device(), std::max(model.max_rows(), beam.beam * longest),
+                     longest);
+    Tensor master = wide.params().master();
+    copy_tensor(model.params().master(), master);
+    wide.params().sync_compute();
+    best = decode_best(wide, beam, longer);
+    for (size_t k = 0; k < longer_lines.size(); ++k) hyps[longer_lines[k]] = std::move(best[k]);
+  }
+
+  // Scores, in file order.
+  const Vocab* vocab = data.vocab();
+  double hits_total = 0, positions = 0, exact = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<int32_t>& hyp = hyps[i];
+    const std::vector<int32_t>& ref = targets[i];
+    const auto ref_len = static_cast<int64_t>(ref.size()),
+               hyp_len = static_cast<int64_t>(hyp.size());
+    int64_t hits = 0;  // positions 0..ref_len: the reference then eos
+    for (int64_t j = 0; j <= ref_len; ++j) {
+      int32_t want = j < ref_len ? ref[j] : kEosId;
+      int32_t got = j < hyp_len ? hyp[j] : (j == hyp_len ? kEosId : -1);
+      hits += want == got ? 1 : 0;
+    }
+    hits_total += static_cast<double>(hits);
+    positions += static_cast<double>(ref_len + 1);
+    exact += (hits == ref_len + 1 && hyp_len == ref_len) ? 1 : 0;
+    r.hypotheses.push_back(vocab ? vocab->decode(hyp) : ids_text(hyp));
+    r.hypothesis_tokens.push_back(hyp_len);
+    if (static_cast<int64_t>(r.samples.size()) < options.samples) {
+      if (vocab && i < static_cast<int64_t>(data.dev_references().size()) &&
+          i < static_cast<int64_t>(data.dev_sources_text().size()))
+        r.samples.push_back(
+            {data.dev_sources_text()[i], data.dev_references()[i], r.hypotheses.back()});
+      else
+        r.samples.push_back({ids_text(sources[i]), ids_text(ref), r.hypotheses.back()});
+    }
+  }
+  r.greedy_token_accuracy = hits_total / std::max(positions, 1.0);
+  r.greedy_exact = exact / std::max<double>(static_cast<double>(n), 1.0);
+  if (vocab && static_cast<int64_t>(data.dev_references().size()) >= n && n > 0) {
+    std::vector<std::string> refs(data.dev_references().begin(), data.dev_references().begin() + n);
+    BleuStats bleu = corpus_bleu(r.hypotheses, refs);
     r.has_bleu = true;
     r.bleu = bleu.score;
     r.bleu_signature = bleu.signature();
@@ -92,16 +186,23 @@ EvalResult evaluate_dev(Transformer& model, const TrainingData& data, float labe
 
 std::string format_eval(int64_t step, const EvalResult& e) {
   std::ostringstream out;
-  char line[320];
+  char line[400];
   std::snprintf(line, sizeof line,
-                "eval step %lld | dev loss %.4f | dev acc %.2f%% | greedy token acc %.2f%% | "
-                "exact %.2f%% | %lld sentences\n",
-                static_cast<long long>(step), e.loss, 100 * e.token_accuracy,
+                "eval step %lld | dev loss %.4f (%lld of %lld lines within the training length "
+                "limits) | dev acc %.2f%% | greedy token acc %.2f%% | exact %.2f%% | %lld of "
+                "%lld lines scored\n",
+                static_cast<long long>(step), e.loss, static_cast<long long>(e.loss_sentences),
+                static_cast<long long>(e.sentences), 100 * e.token_accuracy,
                 100 * e.greedy_token_accuracy, 100 * e.greedy_exact,
-                static_cast<long long>(e.sentences));
+                static_cast<long long>(e.sentences), static_cast<long long>(e.lines_in_file));
   out << line;
+  if (e.truncated > 0)
+    out << "eval step " << step << " | warning: " << e.truncated
+        << " dev sources longer than model.max_positions = " << e.max_positions
+        << " tokens were cut to it before decoding\n";
   if (e.has_bleu)
-    out << "eval step " << step << " | " << e.bleu_line << " | " << e.bleu_signature << "\n";
+    out << "eval step " << step << " | " << e.bleu_line << " | " << e.bleu_signature << " | "
+        << e.sentences << " of " << e.lines_in_file << " lines\n";
   for (const auto& s : e.samples)
     out << "  source:     " << s[0] << "\n  reference:  " << s[1] << "\n  prediction: " << s[2]
         << "\n";

@@ -190,6 +190,9 @@ nlohmann::json eval_record_json(int64_t step, const EvalResult& e, double second
                       {"greedy_token_accuracy", e.greedy_token_accuracy},
                       {"greedy_exact", e.greedy_exact},
                       {"sentences", e.sentences},
+                      {"lines_in_file", e.lines_in_file},
+                      {"truncated_sources", e.truncated},
+                      {"loss_sentences", e.loss_sentences},
                       {"eval_s", seconds},
                       {"time", unix_time()},
                       {"elapsed_s", elapsed_since_process_start()}};
@@ -358,6 +361,10 @@ nlohmann::json to_json(const RunReport& r) {
   j["matmul_precision"] = null_if_empty(r.peak.precision);
   j["gpu"] = r.gpu_usage ? gpu_usage_json(*r.gpu_usage) : nlohmann::json();
   j["dataset"] = to_json(r.dataset);
+  j["dev_lines"] = r.dev_lines ? nlohmann::json{{"scored", r.dev_lines->scored},
+                                                {"in_file", r.dev_lines->in_file},
+                                                {"truncated", r.dev_lines->truncated}}
+                               : nlohmann::json();
   if (r.best)
     j["best_metric"] = {
         {"name", r.best->metric.name}, {"value", r.best->metric.value}, {"step", r.best->step}};
@@ -397,6 +404,15 @@ std::string format_run_report(const RunReport& r) {
     std::snprintf(buf, sizeof buf, "  best %s %.4f at step %lld%s%s\n", r.best->metric.name.c_str(),
                   r.best->metric.value, static_cast<long long>(r.best->step),
                   r.best_checkpoint.empty() ? "" : ", best checkpoint ", r.best_checkpoint.c_str());
+    s += buf;
+  }
+  if (r.dev_lines) {
+    std::snprintf(buf, sizeof buf,
+                  "  last evaluation: %lld of %lld dev lines scored, %lld sources cut to "
+                  "model.max_positions\n",
+                  static_cast<long long>(r.dev_lines->scored),
+                  static_cast<long long>(r.dev_lines->in_file),
+                  static_cast<long long>(r.dev_lines->truncated));
     s += buf;
   }
   if (r.checkpoints > 0) {

@@ -129,6 +129,12 @@ struct RunReport {
   DevicePeak peak;                      // device_peak_for_training(...)
   std::optional<GpuUsage> gpu_usage;    // GpuMonitor::stop(); nullopt on the CPU
   std::optional<DatasetStats> dataset;  // read_dataset_stats(...); nullopt for synthetic data
+  // The last evaluation's coverage of the dev file; nullopt when this process did not evaluate.
+  struct DevLines {
+    int64_t scored = 0, in_file = 0;  // lines decoded and scored, of the file's lines
+    int64_t truncated = 0;            // sources cut to model.max_positions
+  };
+  std::optional<DevLines> dev_lines;
 
   double mean_step_ms() const;
   double tokens_per_second() const;

@@ -354,9 +354,10 @@ void TrainingRun::log_line(int64_t step, bool reset_interval) {
 
 CheckpointMetric TrainingRun::evaluate(int64_t step) {
   auto t0 = Clock::now();
-  summary_.last_eval =
-      evaluate_dev(*model_, *data_, label_smoothing_, cfg_.eval.max_sentences, cfg_.eval.samples);
+  summary_.last_eval = evaluate_dev(*model_, *data_, label_smoothing_, eval_options_from(cfg_));
   reporter_->log_eval(step, summary_.last_eval, seconds_since(t0));
+  report_.dev_lines = RunReport::DevLines{
+      summary_.last_eval.sentences, summary_.last_eval.lines_in_file, summary_.last_eval.truncated};
   CheckpointMetric metric = eval_metric(summary_.last_eval);
   bool improved =
       std::isfinite(metric.value) && (!state_.best || state_.best->metric.name != metric.name ||

@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "data/batcher.h"
-#include "data/batcher_eval.h"
 #include "data/shard.h"
 #include "engine/prepared_dir.h"
 #include "engine/synthetic_reverse.h"
@@ -41,10 +40,12 @@ class SyntheticData : public TrainingData {
   void restore(const nlohmann::json& position) override {
     next_ = position.at("batch").get<int64_t>();
   }
-  std::vector<Batch> dev_batches(int64_t max_tokens) const override {
-    return task_.dev_batches(std::max<int64_t>(1, max_tokens / task_.max_padded_len()));
-  }
   int64_t dev_pairs() const override { return static_cast<int64_t>(task_.dev_sources().size()); }
+  void dev_pair(int64_t i, std::vector<int32_t>& source,
+                std::vector<int32_t>& target) const override {
+    source = task_.dev_sources().at(static_cast<size_t>(i));
+    target.assign(source.rbegin(), source.rend());  // the task: reverse the sequence
+  }
   const std::vector<std::string>& dev_references() const override { return empty_; }
   const std::vector<std::string>& dev_sources_text() const override { return empty_; }
   std::string describe() const override {
@@ -109,22 +110,15 @@ class CorpusData : public TrainingData {
   void restore(const nlohmann::json& position) override {
     batcher_->restore(position.get<BatcherPosition>());
   }
-  std::vector<Batch> dev_batches(int64_t max_tokens) const override {
-    std::vector<Batch> out;
-    if (!dev_) return out;
-    EvalBatcherOptions o;
-    o.max_tokens = max_tokens;
-    o.max_sentences = 0;
-    o.pad_multiple = kPadMultiple;
-    EvalBatcher batcher(*dev_, o);
-    for (Batch b; batcher.next(b);) {
-      if (b.src_len > max_len_ || b.tgt_len > max_len_)
-        continue;  // longer than the model plans for
-      out.push_back(std::move(b));
-    }
-    return out;
-  }
   int64_t dev_pairs() const override { return dev_ ? dev_->size() : 0; }
+  void dev_pair(int64_t i, std::vector<int32_t>& source,
+                std::vector<int32_t>& target) const override {
+    if (!dev_ || i < 0 || i >= dev_->size())
+      throw std::out_of_range("dev pair " + std::to_string(i) + " of " +
+                              std::to_string(dev_pairs()));
+    dev_->source(i, source);
+    dev_->target(i, target);
+  }
   const Vocab* vocab() const override { return vocab_.get(); }
   const std::vector<std::string>& dev_references() const override { return dev_refs_; }
   const std::vector<std::string>& dev_sources_text() const override { return dev_srcs_; }

@@ -31,9 +31,12 @@ class TrainingData {
   virtual nlohmann::json position() const = 0;
   virtual void restore(const nlohmann::json& position) = 0;
 
-  // Held-out batches in a fixed order, each at most max_tokens wide; Batch::ids index dev pairs.
-  virtual std::vector<Batch> dev_batches(int64_t max_tokens) const = 0;
+  // The held-out (dev) pairs: one per line of the dev file, in file order, every line kept (an
+  // nmt-prep dev split drops nothing). Pair i's source and target ids, no bos/eos, replace the
+  // vectors' contents; their lengths are whatever the file holds (no training length limit).
   virtual int64_t dev_pairs() const = 0;
+  virtual void dev_pair(int64_t i, std::vector<int32_t>& source,
+                        std::vector<int32_t>& target) const = 0;
   // For BLEU: the vocabulary that detokenizes, and the raw reference lines (empty for synthetic).
   virtual const Vocab* vocab() const { return nullptr; }
   virtual const std::vector<std::string>& dev_references() const = 0;
