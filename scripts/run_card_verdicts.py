@@ -139,9 +139,9 @@ def fully_trained_verdict(score_steps, scores, score_name, loss_steps, losses):
     loss = progress_verdict(loss_steps, losses, "dev loss", False,
                             min_change=max(0.01 * abs(mean_loss), 1e-6))
     if "still improving" in (score.label, loss.label):
-        which = " and ".join(x.sentence.split(" is ")[0] for x in (score, loss)
-                             if x.label == "still improving")
-        answer = f"No: {which} still improving; more steps should help."
+        names = [x.sentence.split(" is ")[0] for x in (score, loss) if x.label == "still improving"]
+        verb = "are" if len(names) > 1 else "is"
+        answer = f"No: {' and '.join(names)} {verb} still improving; more steps should help."
         label = "still improving"
     elif score.label == "too few evaluations" and loss.label == "too few evaluations":
         answer = "Cannot tell: fewer than 3 evaluations."
