@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -46,6 +47,8 @@ struct SavedCheckpoint {
   bool is_best = false;               // this save became best.json's checkpoint
   std::vector<std::string> removed;   // older checkpoints pruned
   std::vector<std::string> warnings;  // pruning failures: the new checkpoint is complete anyway
+  // Each file of the checkpoint directory (name -> bytes), for the run card.
+  std::map<std::string, uint64_t> files;
 };
 
 // Saves params (and the Adam moments, unless both are empty) under `dir`/ckpt-<state.step>:

@@ -190,7 +190,11 @@ SavedCheckpoint save_checkpoint(const std::string& dir, const ParamStore& params
     state_file.write(text.data(), text.size());
     state_file.sync_and_close();
     fsync_directory(staged);
-    for (auto& [name, record] : files.items()) result.bytes += record["bytes"].get<uint64_t>();
+    for (auto& [name, record] : files.items()) {
+      result.files[name] = record["bytes"].get<uint64_t>();
+      result.bytes += result.files[name];
+    }
+    result.files[kStateFile] = text.size();
     result.bytes += text.size();
     publish(dir, staged, result.path, state.step);
   } catch (...) {

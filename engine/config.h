@@ -120,6 +120,7 @@ struct LogConfig {
   int64_t every_steps = 10;
   std::string dir;  // "" = stdout only
   bool tensorboard = true;
+  bool card = true;  // the run card (card.md, card.html) in log.dir at the end of nmt-train
 };
 
 struct DistConfig {
@@ -128,6 +129,8 @@ struct DistConfig {
   int64_t checksum_every = 100;        // 0 = off
   int64_t timeout_s = 60;
   bool overlap = true;  // start each bucket's all-reduce during backward
+  // MiB of the all-reduce bandwidth probe at start-up under mpirun; 0 = off.
+  double probe_mb = 64.0;
 };
 
 struct RunConfig {

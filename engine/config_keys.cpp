@@ -280,6 +280,9 @@ std::vector<ConfigKey> build_keys() {
           "logdir)."),
       key("log.tensorboard", kLog, &G::tensorboard,
           "Write TensorBoard scalar events into log.dir (no effect while log.dir is empty)."),
+      key("log.card", kLog, &G::card,
+          "At the end of the run, write the run card (card.md, card.html and plots) into log.dir "
+          "with nmt-report; needs python3 (matplotlib for the plots), never fails the run."),
 
       key("dist.bucket_mb", kDist, &P::bucket_mb, above_to(0, 16384),
           "Gradient bucket size in MiB: each bucket is all-reduced as soon as backward fills it."),
@@ -293,6 +296,9 @@ std::vector<ConfigKey> build_keys() {
       key("dist.overlap", kDist, &P::overlap,
           "Start each bucket's all-reduce during backward, as soon as its gradients are final; "
           "false exchanges everything after backward (to measure what overlap buys)."),
+      key("dist.probe_mb", kDist, &P::probe_mb, closed(0, 4096),
+          "Size in MiB of the all-reduce timed a few times at start-up under mpirun, to measure "
+          "the bandwidth the run card compares the training exchange with; 0 = no probe."),
   };
 }
 

@@ -31,6 +31,7 @@ class DataParallel {
   int world_size() const { return ranks_.world_size; }
   bool is_root() const { return ranks_.world_rank == 0; }
   const std::string& backend() const { return backend_; }
+  Communicator& communicator() { return *comm_; }  // e.g. for the start-up bandwidth probe
 
   // Makes every rank start from rank 0's parameters and lays the gradient buckets over the store's
   // flat gradient buffer (parameter boundaries kept inside buckets where they fit).

@@ -137,8 +137,25 @@ GpuUsage GpuMonitor::stop() {
   if (usage_.samples > 0) {
     usage_.mean_utilization_percent = utilization_sum_ / static_cast<double>(usage_.samples);
     usage_.mean_memory_busy_percent = memory_busy_sum_ / static_cast<double>(usage_.samples);
+    std::vector<float> sorted = utilization_history_;
+    auto p10 = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 10);
+    std::nth_element(sorted.begin(), p10, sorted.end());
+    usage_.p10_utilization_percent = *p10;
   }
   return usage_;
+}
+
+GpuInterval GpuMonitor::take_interval() {
+  GpuInterval taken;
+  {
+    std::lock_guard<std::mutex> lock(interval_mutex_);
+    std::swap(taken, current_interval_);
+  }
+  if (taken.samples > 0) {
+    taken.mean_utilization_percent /= static_cast<double>(taken.samples);
+    taken.mean_memory_busy_percent /= static_cast<double>(taken.samples);
+  }
+  return taken;
 }
 
 void GpuMonitor::run() {
@@ -167,6 +184,15 @@ void GpuMonitor::sample() {
     memory_busy_sum_ += rates.memory;
     usage_.max_utilization_percent =
         std::max(usage_.max_utilization_percent, static_cast<double>(rates.gpu));
+    utilization_history_.push_back(static_cast<float>(rates.gpu));
+    std::lock_guard<std::mutex> lock(interval_mutex_);
+    current_interval_.min_utilization_percent =
+        current_interval_.samples == 0
+            ? rates.gpu
+            : std::min<double>(current_interval_.min_utilization_percent, rates.gpu);
+    ++current_interval_.samples;
+    current_interval_.mean_utilization_percent += rates.gpu;  // a sum until take_interval()
+    current_interval_.mean_memory_busy_percent += rates.memory;
   }
   NvmlMemory memory{};
   if (nvml_->memory_info(nvml_->device, &memory) == kNvmlSuccess)

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace nmt {
 
@@ -20,9 +21,17 @@ struct GpuUsage {
   std::string utilization_reason;       // why not, e.g. "NVML not available: ..."
   double mean_utilization_percent = 0;  // NVML "gpu": time a kernel was running in the last period
   double max_utilization_percent = 0;
+  double p10_utilization_percent = 0;   // 10th percentile of the samples: how low it dips
   double mean_memory_busy_percent = 0;  // NVML "memory": time device memory was read or written
   uint64_t peak_memory_used_bytes = 0;  // the whole device (every process on it), at the samples
   std::string memory_source;            // "NVML", "cudaMemGetInfo", or "" (no CUDA device)
+};
+
+// The samples taken since the previous GpuMonitor::take_interval() (for utilisation over time).
+struct GpuInterval {
+  int64_t samples = 0;  // 0: no utilisation sample in the interval (or NVML unavailable)
+  double mean_utilization_percent = 0, min_utilization_percent = 0;
+  double mean_memory_busy_percent = 0;
 };
 
 class GpuMonitor {
@@ -40,6 +49,8 @@ class GpuMonitor {
   void start();
   // Takes a last sample, joins the thread and returns the summary. Repeated calls return it again.
   GpuUsage stop();
+  // The utilisation since the last call (or start()); safe while the thread samples.
+  GpuInterval take_interval();
 
  private:
   struct Nvml;
@@ -52,6 +63,9 @@ class GpuMonitor {
   int cuda_device_ = -1;  // -1: no CUDA device
   GpuUsage usage_;        // written by the thread while it runs, read after join
   double utilization_sum_ = 0, memory_busy_sum_ = 0;
+  std::vector<float> utilization_history_;  // every sample, for the percentile
+  std::mutex interval_mutex_;               // guards current_interval_ against take_interval()
+  GpuInterval current_interval_;            // sums until take_interval() turns them into means
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -79,6 +79,8 @@ void IntervalStats::add_timing(const StepTimes& t, double step_tokens) {
   exposed_comm_seconds += t.exposed_comm_seconds;
   comm_seconds += t.comm_seconds;
   comm_bytes += t.comm_bytes;
+  data_seconds += t.data_seconds;
+  step_ms.push_back(static_cast<float>(1000 * t.step_seconds));
 }
 
 nlohmann::json IntervalStats::sums_to_json() const {
@@ -121,6 +123,7 @@ TrainRecord make_train_record(int64_t step, int64_t epoch, double lr, double eta
   r.tokens_per_s = s.timed_tokens / std::max(s.step_seconds, 1e-9);
   r.exposed_comm_ms = 1000 * s.exposed_comm_seconds / timed;
   r.comm_ms = 1000 * s.comm_seconds / timed;
+  r.data_ms = 1000 * s.data_seconds / timed;
   r.comm_gb_per_s = s.comm_seconds > 0 ? s.comm_bytes / s.comm_seconds / 1e9 : 0;
   return r;
 }
@@ -175,6 +178,7 @@ nlohmann::json train_record_json(const TrainRecord& r) {
           {"exposed_comm_ms", r.exposed_comm_ms},
           {"comm_ms", r.comm_ms},
           {"comm_algbw_gb_per_s", r.comm_gb_per_s},
+          {"data_ms", r.data_ms},
           {"eta_s", r.eta_seconds},
           {"steps", r.steps},
           {"skipped_steps", r.skipped},
@@ -249,6 +253,7 @@ nlohmann::json gpu_usage_json(const GpuUsage& g) {
   };
   return {{"utilization_mean_percent", if_known(g.mean_utilization_percent)},
           {"utilization_max_percent", if_known(g.max_utilization_percent)},
+          {"utilization_p10_percent", if_known(g.p10_utilization_percent)},
           {"memory_busy_mean_percent", if_known(g.mean_memory_busy_percent)},
           {"utilization_samples", g.samples},
           {"utilization_reason", null_if_empty(g.utilization_reason)},
@@ -333,6 +338,7 @@ nlohmann::json to_json(const RunReport& r) {
       {"mean_step_ms", r.mean_step_ms()},
       {"mean_fwd_bwd_ms", r.steps > 0 ? 1000 * r.forward_backward_seconds / r.steps : 0.0},
       {"mean_optimizer_ms", r.steps > 0 ? 1000 * r.optimizer_seconds / r.steps : 0.0},
+      {"mean_data_ms", r.steps > 0 ? 1000 * r.data_seconds / r.steps : 0.0},
       {"target_tokens", r.target_tokens},
       {"tokens_per_s", r.tokens_per_second()},
       {"parameters", r.parameters},
@@ -365,6 +371,7 @@ nlohmann::json to_json(const RunReport& r) {
                                                 {"in_file", r.dev_lines->in_file},
                                                 {"truncated", r.dev_lines->truncated}}
                                : nlohmann::json();
+  if (!r.ranks.is_null()) j["ranks"] = r.ranks;
   if (r.best)
     j["best_metric"] = {
         {"name", r.best->metric.name}, {"value", r.best->metric.value}, {"step", r.best->step}};
@@ -428,7 +435,7 @@ std::string format_run_report(const RunReport& r) {
 // ---- RunReporter ----
 
 RunReporter::RunReporter(const RunConfig& cfg, std::ostream& out, bool resumed)
-    : out_(out), log_dir_(cfg.log.dir) {
+    : out_(out), log_dir_(cfg.log.dir), config_(to_json(cfg)) {
   if (log_dir_.empty()) return;
   std::error_code ec;
   fs::create_directories(log_dir_, ec);
@@ -441,6 +448,11 @@ RunReporter::RunReporter(const RunConfig& cfg, std::ostream& out, bool resumed)
 }
 
 void RunReporter::log_start(nlohmann::json record) {
+  record["config"] = config_;
+  log_record(std::move(record));
+}
+
+void RunReporter::log_record(nlohmann::json record) {
   record["time"] = unix_time();
   if (metrics_) metrics_->write(record);
 }
@@ -486,6 +498,7 @@ void RunReporter::log_checkpoint(int64_t step, const SavedCheckpoint& saved) {
                      {"bytes", saved.bytes},
                      {"seconds", saved.seconds},
                      {"is_best", saved.is_best},
+                     {"files", saved.files},
                      {"time", unix_time()}});
 }
 

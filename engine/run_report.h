@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint.h"
 #include "engine/config.h"
@@ -29,6 +30,7 @@ struct StepTimes {
   double comm_seconds = 0;              // all gradient all-reduces of the step
   double comm_bytes = 0;                // bytes this rank all-reduced
   double step_seconds = 0;              // host wall time of the whole step
+  double data_seconds = 0;              // host time taking the step's batches (in fwd+bwd)
 };
 
 // Times the phases of one step. On the CPU with the host clock; on the GPU with CUDA events on
@@ -67,6 +69,8 @@ struct IntervalStats {
   double timed_tokens = 0;
   double step_seconds = 0, forward_backward_seconds = 0, optimizer_seconds = 0;
   double exposed_comm_seconds = 0, comm_seconds = 0, comm_bytes = 0;
+  double data_seconds = 0;
+  std::vector<float> step_ms;  // each timed step's wall time, for the run card's percentiles
 
   void add_timing(const StepTimes& t, double step_tokens);
   nlohmann::json sums_to_json() const;
@@ -79,6 +83,7 @@ struct TrainRecord {
   double loss = 0, accuracy = 0, lr = 0, grad_norm = 0;
   double ms_per_step = 0, tokens_per_s = 0, forward_backward_ms = 0, optimizer_ms = 0;
   double exposed_comm_ms = 0, comm_ms = 0, comm_gb_per_s = 0;  // 0 for a single process
+  double data_ms = 0;  // host time taking batches, part of forward_backward_ms
   double eta_seconds = 0;
   int64_t steps = 0, skipped = 0;
   double loss_scale = 1;            // the fp16 dynamic loss scale after the interval's last step
@@ -112,6 +117,7 @@ struct RunReport {
   double train_seconds = 0;               // the steps alone
   double forward_backward_seconds = 0, optimizer_seconds = 0;
   double comm_seconds = 0, exposed_comm_seconds = 0, comm_bytes = 0;  // gradient exchange
+  double data_seconds = 0;  // host time taking batches (part of forward_backward_seconds)
   int world_size = 1;
   double target_tokens = 0;  // trained on by this process (this rank)
   int64_t parameters = 0;
@@ -135,6 +141,8 @@ struct RunReport {
     int64_t truncated = 0;            // sources cut to model.max_positions
   };
   std::optional<DevLines> dev_lines;
+  // Every rank's own numbers gathered to rank 0 (RunTelemetry::ranks_summary); null when unset.
+  nlohmann::json ranks;
 
   double mean_step_ms() const;
   double tokens_per_second() const;
@@ -159,6 +167,8 @@ class RunReporter {
   void log_train(const TrainRecord& r);
   void log_eval(int64_t step, const EvalResult& e, double seconds);
   void log_checkpoint(int64_t step, const SavedCheckpoint& saved);
+  // Any other metrics.jsonl record (e.g. RunTelemetry's "cluster" and "telemetry"), with "time".
+  void log_record(nlohmann::json record);
   void log_message(const std::string& line);  // stdout only
   // Prints the report and writes log.dir/report.json (temporary file + rename).
   void finish(const RunReport& report);
@@ -166,6 +176,7 @@ class RunReporter {
  private:
   std::ostream& out_;
   std::string log_dir_;
+  nlohmann::json config_;  // the resolved config, in the start event (the run card reads it)
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
 };

@@ -32,6 +32,7 @@
 #include "engine/optimizer.h"
 #include "engine/prepared_dir.h"
 #include "engine/run_report.h"
+#include "engine/run_telemetry.h"
 #include "engine/training_data.h"
 #include "engine/transformer.h"
 #include "kernels/elementwise.h"
@@ -175,6 +176,7 @@ class TrainingRun {
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<RunReporter> reporter_;
+  std::unique_ptr<RunTelemetry> telemetry_;  // per-rank and per-node records for the run card
   std::string vocab_path_, resumed_from_;
   LoopState state_;
   int stop_signal_ = 0;    // the stop signal as of the last step, agreed by every rank
@@ -275,9 +277,11 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   model_->zero_grads();
   // Dropout is keyed by (seed, step): a resumed run draws what the uninterrupted one drew.
   StepContext ctx{dropout_seed_, static_cast<uint64_t>(step), true};
-  double global_tokens = 0, local_tokens = 0, loss = 0, correct = 0;
+  double global_tokens = 0, local_tokens = 0, loss = 0, correct = 0, data_seconds = 0;
   for (int64_t micro = 0; micro < cfg_.train.update_freq; ++micro) {
+    auto data_start = Clock::now();
     Batch batch = data_->next_train();
+    data_seconds += seconds_since(data_start);
     report_.train_flops += training_flops(model_->shape(), batch_dims(batch));
     // Only the last micro-batch's gradients are final: its backward starts the exchange.
     if (micro + 1 == cfg_.train.update_freq && dp_.overlaps_backward())
@@ -319,6 +323,7 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   times.comm_seconds = exchange.comm_seconds;
   times.exposed_comm_seconds = exchange.exposed_seconds;
   times.comm_bytes = static_cast<double>(exchange.bytes);
+  times.data_seconds = data_seconds;
   // The timer counts the exchange's wait as optimizer time; report it on its own.
   times.optimizer_seconds = std::max(0.0, times.optimizer_seconds - exchange.finish_wait_seconds);
   state_.step = step;
@@ -334,6 +339,7 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   report_.comm_seconds += times.comm_seconds;
   report_.exposed_comm_seconds += times.exposed_comm_seconds;
   report_.comm_bytes += times.comm_bytes;
+  report_.data_seconds += times.data_seconds;
   report_.target_tokens += local_tokens;
 }
 
@@ -348,6 +354,7 @@ void TrainingRun::log_line(int64_t step, bool reset_interval) {
   record.loss_scale = loss_scaler_.scale();
   record.dynamic_loss_scale = loss_scaler_.dynamic();
   reporter_->log_train(record);
+  if (reset_interval) reporter_->log_record(telemetry_->interval_record(step, state_.interval));
   summary_.last_loss = record.loss;
   if (reset_interval) state_.interval = IntervalStats{};
 }
@@ -423,6 +430,10 @@ TrainSummary TrainingRun::run() {
   std::string stop_reason = "max_steps";
   GpuMonitor gpu_monitor;  // its destructor stops the sampling thread if the loop throws
   if (cfg_.train.device == Device::cuda) gpu_monitor.start();
+  telemetry_ = std::make_unique<RunTelemetry>(
+      dp_, cfg_.train.device == Device::cuda ? &gpu_monitor : nullptr);
+  reporter_->log_record(
+      telemetry_->cluster_record(first_step, cfg_.train.device, cfg_.dist.probe_mb));
   loop_start_ = Clock::now();
   for (int64_t step = first_step + 1; step <= cfg_.train.max_steps; ++step) {
     train_step(step, timer);
@@ -464,6 +475,7 @@ TrainSummary TrainingRun::run() {
     }
   }
   if (cfg_.train.device == Device::cuda) report_.gpu_usage = gpu_monitor.stop();
+  report_.ranks = telemetry_->ranks_summary(report_);
   finish(stop_reason);
   return summary_;
 }
@@ -471,6 +483,7 @@ TrainSummary TrainingRun::run() {
 void TrainingRun::finish(const std::string& stop_reason) {
   summary_.steps = state_.step;
   summary_.wall_seconds = seconds_since(start_);
+  summary_.card_dir = cfg_.log.card ? cfg_.log.dir : "";  // "" on ranks other than 0
   if (summary_.stop_signal != 0)
     reporter_->log_message(
         "stopped by " + stop_reason + " after step " + std::to_string(state_.step) +

@@ -38,6 +38,7 @@ struct TrainSummary {
   int stop_signal = 0;          // the signal that stopped the run early; 0 otherwise
   bool early_stopped = false;   // eval.early_stop_patience evaluations without improvement
   std::string last_checkpoint;  // written by this run; "" if none
+  std::string card_dir;  // log.dir when log.card asks for the run card there (rank 0); else ""
 };
 
 // Runs the whole training described by cfg; the log goes to `out`. Throws std::runtime_error

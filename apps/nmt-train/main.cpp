@@ -11,6 +11,7 @@
 
 #include "apps/cli_exit.h"
 #include "engine/config.h"
+#include "engine/run_card_command.h"
 #include "engine/trainer.h"
 
 int main(int argc, char** argv) {
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
     options.resume = resume;
     options.stop_signal = &nmt::install_stop_signal_handlers();
     nmt::TrainSummary summary = nmt::run_training(cfg, std::cout, options);
+    if (!summary.card_dir.empty())
+      nmt::write_run_card_quietly(nmt::run_card_script(NMT_RUN_CARD_SCRIPT), summary.card_dir,
+                                  std::cout);
     if (summary.stop_signal == SIGINT) return kExitInterrupted;
   } catch (const nmt::ConfigError& e) {
     std::cerr << "nmt-train: " << e.what() << "\n";
