@@ -123,8 +123,10 @@ TEST_CASE("the tiny reversal task trains in bf16 and fp16 as well as in fp32",
           "[cuda][engine][mixed]") {
   nmt::RunConfig cfg = nmt::load_run_config("configs/tiny-reverse-cpu.json");
   cfg.train.device = Device::cuda;
-  cfg.train.max_steps = 600;
-  cfg.eval.every_steps = 600;
+  // 800 steps: every precision has converged there (with 600, bf16 once ended 3.1 points below
+  // fp32 under the torch initialisation while still climbing).
+  cfg.train.max_steps = 800;
+  cfg.eval.every_steps = 800;
   cfg.eval.samples = 0;
   double fp32_accuracy = 0;
   for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {

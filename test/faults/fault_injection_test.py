@@ -256,8 +256,10 @@ def test_signals():
              rc == 0 and len(steps) == 1 and "stopped by SIGTERM" in out, describe(rc, out, err)):
         resumes(config, ckpt, steps[0], name)
 
-    # Ctrl-C twice: the person wants out now. The process dies of SIGINT before saving; the
-    # checkpoints saved before are intact.
+    # Ctrl-C twice: the person wants out now. The second SIGINT kills the process (one SIGINT
+    # exits 130, see sigint-once); the checkpoints saved before are intact. On a fast GPU the
+    # orderly save after the first SIGINT can finish before the second arrives, so whether
+    # "stopped by SIGINT" was printed depends on timing; dying of SIGINT does not.
     name = "sigint-twice"
     ckpt = os.path.join(TMP, name, "ckpt")
     config = tiny_config(name, checkpoint={"dir": ckpt, "every_steps": 2})
@@ -267,7 +269,7 @@ def test_signals():
     rc, out, err = t.finish()
     steps = checkpoints(ckpt)
     check(name + ": the second SIGINT ends the process at once",
-          started and rc == -signal.SIGINT and "stopped by SIGINT" not in out and steps,
+          started and rc == -signal.SIGINT and steps,
           describe(rc, out, err))
     if steps:
         resumes(config, ckpt, steps[-1], name)
