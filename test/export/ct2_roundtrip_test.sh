@@ -87,4 +87,4 @@ JSON
 }
 
 roundtrip pre-norm pre true 200
-roundtrip post-norm post false 100
+roundtrip post-norm post false 150
