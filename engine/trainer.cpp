@@ -27,6 +27,7 @@
 #include "engine/device_peak.h"
 #include "engine/flop_count.h"
 #include "engine/gpu_monitor.h"
+#include "engine/init_from_checkpoint.h"
 #include "engine/loss_scaler.h"
 #include "engine/lr_schedule.h"
 #include "engine/optimizer.h"
@@ -201,6 +202,9 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
         << ": evaluation during training decodes greedily for now (nmt-translate runs beam "
            "search)\n";
   const std::string& ckpt_dir = cfg.checkpoint.dir;
+  if (options.resume && !options.init_from.empty())
+    throw std::invalid_argument(
+        "--init-from starts a new run: it cannot be combined with --resume");
   if (options.resume && ckpt_dir.empty())
     throw std::runtime_error("--resume needs checkpoint.dir (the directory to resume from)");
   if (options.resume && !fs::is_directory(ckpt_dir))
@@ -235,6 +239,8 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   shape.compute_dtype = cfg.train.precision;
   model_ = std::make_unique<Transformer>(shape, cfg.train.device, max_rows, max_len);
   model_->params().initialize(seed_, cfg.model.init);
+  if (!options.init_from.empty())
+    init_from_checkpoint(options.init_from, model_->params(), cfg, vocab_path_, out);
   optimizer_ = std::make_unique<Optimizer>(model_->params(), cfg.optimizer, cfg.train.device);
   out << "data: " << data_->describe() << "\n"
       << "model: " << model_->params().total_elements() << " parameters (init "

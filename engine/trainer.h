@@ -19,6 +19,9 @@ struct TrainOptions {
   // Continue from find_latest_checkpoint(checkpoint.dir): weights, Adam moments, data position,
   // step; the rest of the run is bit-identical to an uninterrupted one.
   bool resume = false;
+  // Fine-tuning: a new run whose weights come from this checkpoint (engine/init_from_checkpoint.h);
+  // optimizer, step and data start fresh. Not with `resume`.
+  std::string init_from;
   // Polled after every step: nonzero (a signal number) finishes that step, saves a checkpoint
   // (when checkpoint.dir is set) and returns. See install_stop_signal_handlers.
   const std::atomic<int>* stop_signal = nullptr;

@@ -28,10 +28,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Python oracles used by tests (sacreBLEU, TensorBoard reader, safetensors) and by scripts
-# (matplotlib: scripts/plot-metrics.py).
-PY_PACKAGES=(sacrebleu==2.* safetensors numpy tensorboard matplotlib)
-if ! python3 -c "import sacrebleu, safetensors, numpy, tensorboard, matplotlib" >/dev/null 2>&1; then
+# Python oracles used by tests (sacreBLEU, TensorBoard reader, safetensors; CTranslate2 and
+# SentencePiece for the export round trip, CPU wheels) and by scripts (matplotlib:
+# scripts/plot-metrics.py; ctranslate2: scripts/ct2_nmt_converter.py).
+PY_PACKAGES=(sacrebleu==2.* safetensors numpy tensorboard matplotlib "ctranslate2>=4,<5" sentencepiece)
+if ! python3 -c "import sacrebleu, safetensors, numpy, tensorboard, matplotlib, ctranslate2, sentencepiece" >/dev/null 2>&1; then
   echo "install-deps: installing Python packages ${PY_PACKAGES[*]}"
   python3 -m pip install -q "${PY_PACKAGES[@]}" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages "${PY_PACKAGES[@]}"

@@ -1,5 +1,6 @@
 // nmt-train: trains a Transformer from a JSON run config.
-//   nmt-train --config FILE [--set section.key=value ...] [--resume] [--print-config]
+//   nmt-train --config FILE [--set section.key=value ...] [--resume | --init-from CKPT]
+//             [--print-config]
 // Exit codes: 0 trained to train.max_steps (or stopped early by eval.early_stop_patience), or
 // stopped by SIGTERM after saving a checkpoint (a preempted job that can be resumed is not a
 // failure); 130 stopped by SIGINT (Ctrl-C) after saving a checkpoint, as shells report an
@@ -20,11 +21,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   bool print_config = false;
   bool resume = false;
+  std::string init_from;
   app.add_option("--config", config_path, "JSON run config (see docs/config.md)")->required();
   app.add_option("--set", sets, "override one key: section.key=value (repeatable)");
   app.add_flag("--resume", resume,
                "continue from the newest checkpoint in checkpoint.dir (bit-identical to an "
                "uninterrupted run)");
+  app.add_option("--init-from", init_from,
+                 "fine-tune: start a new run from this checkpoint's weights (fresh optimizer and "
+                 "step; the model shape must match)")
+      ->excludes("--resume");
   app.add_flag("--print-config", print_config, "print the fully resolved config and exit");
   app.footer(
       "Exit codes: 0 trained to train.max_steps, stopped early, or stopped by SIGTERM after saving "
@@ -41,6 +47,7 @@ int main(int argc, char** argv) {
     }
     nmt::TrainOptions options;
     options.resume = resume;
+    options.init_from = init_from;
     options.stop_signal = &nmt::install_stop_signal_handlers();
     nmt::TrainSummary summary = nmt::run_training(cfg, std::cout, options);
     if (!summary.card_dir.empty())

@@ -1,0 +1,47 @@
+// nmt-average: averages the model weights of checkpoints into a new weights-only checkpoint
+// (fairseq's average_checkpoints: element-wise mean, optimizer state not averaged).
+//   nmt-average --checkpoints DIR... --out DIR
+//   nmt-average --last N --dir CHECKPOINT_DIR --out DIR     (the newest N ckpt-<step> in it)
+// Exit codes: 0 written; 1 runtime error (missing, corrupt or mismatched checkpoint, unwritable
+// directory); 2 usage error (bad options, too few checkpoints, --out exists).
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+#include <stdexcept>
+
+#include "engine/checkpoint_average.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"nmt-average: average the weights of several checkpoints of one model"};
+  std::vector<std::string> checkpoints;
+  std::string dir, out;
+  int64_t last = 0;
+  auto* given = app.add_option("--checkpoints", checkpoints, "checkpoint directories to average");
+  auto* newest = app.add_option("--last", last, "average the newest N checkpoints of --dir");
+  auto* from = app.add_option("--dir", dir, "checkpoint.dir of a run (with --last)");
+  app.add_option("--out", out, "new checkpoint directory to write (must not exist)")->required();
+  given->excludes(newest)->excludes(from);
+  newest->needs(from);
+  from->needs(newest);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    if (checkpoints.empty() && last == 0)
+      throw std::invalid_argument("give --checkpoints DIR... or --last N --dir DIR");
+    if (last != 0) checkpoints = nmt::latest_checkpoints(dir, last);
+    nmt::AveragedCheckpoint result = nmt::average_checkpoints(checkpoints, out);
+    std::cerr << "nmt-average: wrote " << result.path << " (step " << result.step << ", "
+              << result.tensors << " tensors, the mean of " << checkpoints.size()
+              << " checkpoints)\n";
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "nmt-average: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "nmt-average: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

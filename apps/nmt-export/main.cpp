@@ -1,0 +1,46 @@
+// nmt-export: writes a checkpoint in a format another toolkit reads.
+//   nmt-export --checkpoint DIR --format marian --out DIR [--vocab PATH]
+// `marian` is Marian's model.npz + vocab.yml (with the SentencePiece model and export.json), what
+// CTranslate2's converter reads; scripts/ct2_nmt_converter.py converts it (docs/export.md).
+// Exit codes: 0 written; 1 runtime error (missing or corrupt checkpoint, unwritable directory);
+// 2 usage error (bad or missing option, --out exists). One message on stderr either way.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+#include <stdexcept>
+
+#include "engine/marian_export.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"nmt-export: write a checkpoint in a format another toolkit reads"};
+  nmt::MarianExportOptions options;
+  std::string format;
+  app.add_option("--checkpoint", options.checkpoint, "checkpoint directory (ckpt-<step>)")
+      ->required();
+  app.add_option("--format", format, "output format: marian (Marian .npz, for CTranslate2)")
+      ->required();
+  app.add_option("--out", options.out, "export directory to create (must not exist)")->required();
+  app.add_option("--vocab", options.vocab,
+                 "vocabulary file (default: the one recorded in the checkpoint)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    if (format != "marian")
+      throw std::invalid_argument("--format " + format + ": unknown (supported: marian)");
+    nmt::MarianExportResult result = nmt::export_marian(options);
+    std::cerr << "nmt-export: wrote " << options.out << " (" << result.tensors << " arrays, step "
+              << result.step << "):";
+    for (const std::string& file : result.files) std::cerr << " " << file;
+    std::cerr << "\n";
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "nmt-export: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "nmt-export: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
