@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Summary of a bench/time-to-bleu run: reads every run folder under OUT/runs (run.json written by
 the script, metrics.jsonl written by nmt-train or bench/torch_nmt_train.py) and writes
-OUT/time-to-bleu.csv (the BLEU-vs-time curve, one row per evaluation), OUT/summary.json,
-OUT/time-to-bleu.png (matplotlib, when installed), then prints the table.
+OUT/time-to-bleu.csv (the BLEU-vs-time curve, one row per evaluation, with its dev-line counts:
+lines scored, lines in the dev file, sources cut to model.max_positions, pairs in the dev loss),
+OUT/summary.json, OUT/time-to-bleu.png (matplotlib, when installed), then prints the table (its
+"dev lines" column: lines scored / lines in the dev file at the last evaluation).
 
 Times are wall seconds since each process started (`elapsed_s` in the records; evaluations and
 setup included). For nmt-train records without `elapsed_s` (a binary older than that field) the
@@ -51,7 +53,10 @@ def curve_of(run, records):
             toks = sum(r["tokens_per_s"] * r["ms_per_step"] * r["steps"] / 1000.0 for r in done)
             tok_s = toks / t_s if t_s > 0 else None
         points.append({"step": e["step"], "elapsed_s": elapsed, "train_s": t_s, "bleu": e["bleu"],
-                       "dev_loss": e.get("loss"), "tokens_per_s": tok_s})
+                       "dev_loss": e.get("loss"), "tokens_per_s": tok_s,
+                       "lines_scored": e.get("sentences"), "lines_in_file": e.get("lines_in_file"),
+                       "truncated_sources": e.get("truncated_sources"),
+                       "loss_sentences": e.get("loss_sentences")})
     points.sort(key=lambda p: p["step"])
     return points
 
@@ -82,7 +87,20 @@ def summarise(run, records, points):
         "tokens_per_s": tok_s, "last_step": last_step,
         "wall_s": run.get("wall_s"),
         "stop_reason": report.get("stop_reason"),
+        # The last evaluation's coverage: dev lines decoded and scored / in the dev file, sources
+        # cut to model.max_positions, lines in the dev loss (None from a binary without them).
+        "dev_lines": None if not points else {
+            "scored": points[-1]["lines_scored"], "in_file": points[-1]["lines_in_file"],
+            "truncated": points[-1]["truncated_sources"], "loss": points[-1]["loss_sentences"]},
     }
+
+
+def fmt_lines(d):
+    """'879/879' (scored / in the dev file), '+ 2 cut' when sources were cut to max_positions."""
+    if not d or d["scored"] is None:
+        return "-"
+    text = f"{d['scored']}/{'?' if d['in_file'] is None else d['in_file']}"
+    return text + (f" ({d['truncated']} cut)" if d.get("truncated") else "")
 
 
 def fmt_target(hit):
@@ -148,21 +166,26 @@ def main():
     with open(os.path.join(out_dir, "time-to-bleu.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["corpus", "system", "init", "step", "elapsed_s", "train_s", "bleu", "dev_loss",
-                    "tokens_per_s"])
+                    "tokens_per_s", "lines_scored", "lines_in_file", "truncated_sources",
+                    "loss_sentences"])
         for run, points in runs:
             for p in points:
                 w.writerow([run["corpus"], run["system"], run["init"], p["step"],
                             *("" if p[k] is None else round(p[k], 4)
-                              for k in ("elapsed_s", "train_s", "bleu", "dev_loss", "tokens_per_s"))])
+                              for k in ("elapsed_s", "train_s", "bleu", "dev_loss", "tokens_per_s")),
+                            *("" if p[k] is None else p[k]
+                              for k in ("lines_scored", "lines_in_file", "truncated_sources",
+                                        "loss_sentences"))])
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summaries, f, indent=2)
     png = plot(out_dir, runs)
 
     print(f"\ntime-to-bleu: curves {os.path.join(out_dir, 'time-to-bleu.csv')}"
           + (f", plot {png}" if png else "") + f", summary {os.path.join(out_dir, 'summary.json')}")
-    print("time to each dev BLEU target: wall seconds since process start (evaluations included) @ step\n")
-    header = ["corpus", "system", "init", "targets reached", "final BLEU (step)", "best", "tok/s",
-              "wall s", "end"]
+    print("time to each dev BLEU target: wall seconds since process start (evaluations included) @ step;"
+          "\ndev lines: lines decoded and scored / lines in the dev file at the last evaluation\n")
+    header = ["corpus", "system", "init", "targets reached", "final BLEU (step)", "best",
+              "dev lines", "tok/s", "wall s", "end"]
     rows = []
     for s in summaries:
         targets = "; ".join(f"{t}: {fmt_target(h)}" for t, h in s["targets"].items())
@@ -173,7 +196,8 @@ def main():
         end = s["stop_reason"] or ("rc " + str(s["rc"]) if s["rc"] not in (0, None) else "-")
         if s["rc"] not in (0, None) and s["stop_reason"] is None:
             end = f"FAILED rc {s['rc']}"
-        rows.append([s["corpus"], s["system"], s["init"], targets, final, best, tok, wall, end])
+        rows.append([s["corpus"], s["system"], s["init"], targets, final, best,
+                     fmt_lines(s["dev_lines"]), tok, wall, end])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else []
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     if rows:

@@ -31,13 +31,19 @@ with the modules a PyTorch user would pick:
   sentences * max(padded src, padded tgt + 1) <= batch_tokens (padding to multiples of 8), batch
   order shuffled with the same generator. With the same train.seed the twin sees the same batches
   in the same order as nmt-train (only dropout masks differ).
-- Evaluation (every eval.every_steps and at train.max_steps), as engine/evaluator.cpp: dev batches
-  of data/batcher_eval.cpp (sorted by length, max(max_len, batch_tokens / 3) tokens; batches wider
-  than the model's planned length skipped, their sentences left out of loss and BLEU), dev loss
-  (label-smoothed, per target token), greedy decoding with a key/value cache (argmax, up to
-  floor(1.5 * source tokens + 10) tokens, at most max_len - 1), detokenised with the prep
-  directory's spm.model, sacreBLEU (13a) against the raw reference lines nmt-prep read
+- Evaluation (every eval.every_steps and at train.max_steps), as engine/evaluator.cpp
+  (docs/decoding.md "Dev evaluation during training"): every line of the dev file is scored, in
+  file order (the first eval.max_sentences lines when set). Dev loss (label-smoothed, per target
+  token) over the scored pairs within the training model's plan (padded source and padded target
+  + 1 <= padded(max(data.max_src_len, data.max_tgt_len + 1))), in data/batcher_eval.cpp's batches
+  of max(batch_tokens, max_len) tokens. Greedy decoding with a key/value cache (argmax, ties to the
+  lower id) of every scored line: sources longer than model.max_positions cut to it (counted), an
+  empty source gives an empty hypothesis, up to floor(1.5 * n + 10) tokens for an n-token (cut)
+  source with bos + tokens within model.max_positions; lines batched shortest first by tokens,
+  hypotheses put back in file order. Detokenised with the prep directory's spm.model, sacreBLEU
+  (13a) over all scored lines against the same lines of the raw reference file nmt-prep read
   (report.json splits.dev.target.text_file; the decoded target shard when that file is gone).
+  Eval records carry sentences, lines_in_file, truncated_sources and loss_sentences as ours.
 
 Initialisation (--init, else model.init from the config, else `torch`); definitions in
 init_specs(), one table for all schemes:
@@ -68,7 +74,10 @@ the training steps alone (synchronised around each evaluation). Records go to lo
 usage: torch_nmt_train.py --config configs/bible-en-es.json --set data.train=PREP
          --set data.dev=PREP --set log.dir=L [--init NAME] [--compile] [--budget-s S]
          [--stop-at-bleu B] [--device cuda|cpu]
-       torch_nmt_train.py --self-test      (CPU checks: cached decoding, init statistics, batcher)
+       torch_nmt_train.py --config ... --set data.train=PREP --set data.dev=PREP
+         --checkpoint CKPT [--hypotheses FILE] --device cpu   (evaluates one of our checkpoints)
+       torch_nmt_train.py --self-test      (CPU checks: cached decoding, dev evaluation, init
+                                            statistics, batcher)
 """
 import time
 
@@ -356,11 +365,12 @@ def make_batch(src, tgt, pairs, src_len, tgt_len):
             "src_lengths": np.array(s_lens), "tokens": int(sum(t_lens)) + b, "ids": list(pairs)}
 
 
-def eval_batches(src, tgt, max_tokens, max_len):
-    """data/batcher_eval.cpp (sorted by max(src, tgt + 1), then index), minus the batches wider
-    than the model's planned length (engine/training_data.cpp dev_batches)."""
+def eval_batches(src, tgt, pairs, max_tokens):
+    """data/batcher_eval.cpp over `pairs` (dev line indices, file order): sorted by
+    max(src, tgt + 1), then position; cut greedily while sentences * max(padded src, padded
+    tgt + 1) <= max_tokens (a wider pair alone)."""
     s_len, t_len = src.lengths.tolist(), tgt.lengths.tolist()
-    order = sorted(range(len(s_len)), key=lambda i: (max(s_len[i], t_len[i] + 1), i))
+    order = sorted(pairs, key=lambda i: (max(s_len[i], t_len[i] + 1), i))
     groups, current, max_s, max_t = [], [], 0, 0
     for i in order:
         s, t = max(max_s, s_len[i]), max(max_t, t_len[i] + 1)
@@ -373,11 +383,39 @@ def eval_batches(src, tgt, max_tokens, max_len):
             max_s, max_t = s, t
     if current:
         groups.append(current)
+    return [make_batch(src, tgt, g, s_len, t_len) for g in groups]
+
+
+def target_limit(length, max_positions, a=1.5, b=10):
+    """engine/evaluator.cpp target_limit (greedy: BeamOptions a = 1.5, b = 10): floor(a·n + b)
+    target tokens (eos excluded) for an n-token source, the prefix (bos + tokens) within
+    model.max_positions."""
+    return max(0, min(int(math.floor(a * length + b)), max_positions - 1))
+
+
+def decode_batches(sources, lines, max_positions, max_tokens):
+    """Groups the (already cut) non-empty sources of `lines` for decoding: shortest first, cut
+    while sentences * max(padded source, longest prefix) <= max_tokens (a wider line alone).
+    Returns [(lines, src [B, S] int64 array, per-line token limits)]; batching changes nothing
+    but numerics (greedy decoding of each line is independent)."""
+    order = sorted(lines, key=lambda i: (len(sources[i]), i))
+    groups, current, width = [], [], 0
+    for i in order:
+        need = max(round_up(len(sources[i])), target_limit(len(sources[i]), max_positions) + 1)
+        if current and (len(current) + 1) * max(width, need) > max_tokens:
+            groups.append(current)
+            current, width = [], 0
+        current.append(i)
+        width = max(width, need)
+    if current:
+        groups.append(current)
     out = []
     for g in groups:
-        b = make_batch(src, tgt, g, s_len, t_len)
-        if b["src"].shape[1] <= max_len and b["tgt_in"].shape[1] <= max_len:
-            out.append(b)
+        # Padded to the longest source only (a cut source fills the max_positions table).
+        ids = np.zeros((len(g), max(len(sources[i]) for i in g)), dtype=np.int64)
+        for row, i in enumerate(g):
+            ids[row, :len(sources[i])] = sources[i]
+        out.append((g, ids, [target_limit(len(sources[i]), max_positions) for i in g]))
     return out
 
 
@@ -687,7 +725,13 @@ def greedy_decode(model, src, max_new):
 # Evaluation and training
 
 class DevSet:
-    def __init__(self, prep_dir, sp, batch_tokens, max_len, device):
+    """engine/evaluator.cpp evaluate_dev's plan for one dev split: the first eval.max_sentences
+    lines (0 = every line) of the dev file, in file order. The dev loss covers the pairs within the
+    training model's plan (padded source and padded target + 1 <= max_len, max_len =
+    padded(max(data.max_src_len, data.max_tgt_len + 1))); decoding covers every scored line, the
+    source cut to model.max_positions (counted), an empty source giving an empty hypothesis."""
+
+    def __init__(self, prep_dir, sp, batch_tokens, max_len, max_positions, max_sentences, device):
         import torch
         report = json.load(open(os.path.join(prep_dir, "report.json")))
         if "dev" not in report.get("splits", {}):
@@ -698,37 +742,75 @@ class DevSet:
         refs = read_lines(ref_file) if ref_file and os.path.exists(ref_file) else []
         if len(refs) != len(tgt):
             refs = [sp.decode(tgt.sentence(i).tolist()) for i in range(len(tgt))]
-        self.refs, self.pairs = refs, len(tgt)
-        # engine/evaluator.cpp: batches of max(max_len, batch_tokens / 3) tokens.
-        width = max(max_len, batch_tokens // 3)
-        self.batches = []
-        for b in eval_batches(src, tgt, width, max_len):
-            # engine/decode.cpp max_target_tokens: floor(1.5 * source + 10), at most max_len - 1.
-            max_new = [min(int(math.floor(1.5 * n + 10)), max_len - 1) for n in b["src_lengths"]]
+        self.lines_in_file = len(tgt)
+        n = len(tgt) if max_sentences <= 0 else min(max_sentences, len(tgt))
+        self.sentences, self.refs = n, refs[:n]
+        self.max_positions = max(int(max_positions), 1)
+        s_len, t_len = src.lengths.tolist(), tgt.lengths.tolist()
+        # Dev loss: the pairs that fit the training plan, in batches of data/batcher_eval.cpp of
+        # the model's max_rows = max(train.batch_tokens, max_len) tokens.
+        fitting = [i for i in range(n)
+                   if round_up(s_len[i]) <= max_len and round_up(t_len[i] + 1) <= max_len]
+        self.loss_sentences = len(fitting)
+        self.loss_batches = []
+        for b in eval_batches(src, tgt, fitting, max(batch_tokens, max_len)):
             tensors = {k: torch.from_numpy(b[k]).to(device) for k in ("src", "tgt_in", "tgt_out")}
-            self.batches.append((tensors, b["tokens"], b["ids"], max_new))
+            self.loss_batches.append((tensors, b["tokens"]))
+        # Decoding: every line, its source cut to max_positions; empty sources are not decoded.
+        sources = [src.sentence(i)[:self.max_positions] for i in range(n)]
+        self.truncated = sum(1 for i in range(n) if s_len[i] > self.max_positions)
+        self.decode_batches = [
+            (g, torch.from_numpy(ids).to(device), max_new)
+            for g, ids, max_new in decode_batches(sources, [i for i in range(n) if len(sources[i])],
+                                                  self.max_positions, max(batch_tokens, max_len))]
+
+    def describe(self):
+        return (f"{self.sentences} of {self.lines_in_file} lines scored, "
+                f"{self.loss_sentences} within the training length limits (dev loss), "
+                f"{self.truncated} sources cut to model.max_positions = {self.max_positions}")
 
 
-def evaluate(model, dev, sp, label_smoothing, max_sentences, autocast):
+def evaluate(model, dev, sp, label_smoothing, autocast):
+    """Dev loss (label-smoothed, per target token) over the pairs within the training limits,
+    greedy decoding of every scored line, BLEU over them in file order against the same lines of
+    the reference file. The record's counts are engine/run_report.cpp's eval_record_json's."""
     import sacrebleu
     import torch
     model.eval()
+    # PyTorch's fused encoder fast path (eval, no grad, no autocast) returns NaN for a sentence
+    # whose every key is masked (an empty source); the regular path gives attention output 0, as
+    # kernels/attention.h does.
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
     loss = tokens = 0.0
-    hyps, sentences = {}, 0
-    with torch.no_grad(), autocast():
-        for tensors, ntok, ids, max_new in dev.batches:
-            if max_sentences > 0 and sentences >= max_sentences:
-                break
-            loss += model(tensors["src"], tensors["tgt_in"], tensors["tgt_out"], label_smoothing).item()
-            tokens += ntok
-            for i, hyp in zip(ids, greedy_decode(model, tensors["src"], max_new)):
-                hyps[i] = sp.decode(hyp)  # ids only: no pad, bos or eos in them
-            sentences += len(ids)
-    model.train()
-    order = sorted(hyps)
-    bleu = sacrebleu.corpus_bleu([hyps[i] for i in order], [[dev.refs[i] for i in order]])
-    return {"loss": loss / max(tokens, 1.0), "bleu": bleu.score, "sentences": sentences,
-            "bleu_line": str(bleu)}
+    hyps = [""] * dev.sentences  # empty sources keep ""
+    try:
+        with torch.no_grad(), autocast():
+            for tensors, ntok in dev.loss_batches:
+                loss += model(tensors["src"], tensors["tgt_in"], tensors["tgt_out"], label_smoothing).item()
+                tokens += ntok
+            for lines, src, max_new in dev.decode_batches:
+                for i, hyp in zip(lines, greedy_decode(model, src, max_new)):
+                    hyps[i] = sp.decode(hyp)  # ids only: no pad, bos or eos in them
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+        model.train()
+    bleu = sacrebleu.corpus_bleu(hyps, [dev.refs])
+    return {"loss": loss / max(tokens, 1.0), "bleu": bleu.score, "sentences": dev.sentences,
+            "lines_in_file": dev.lines_in_file, "truncated_sources": dev.truncated,
+            "loss_sentences": dev.loss_sentences, "bleu_line": str(bleu), "hypotheses": hyps}
+
+
+def eval_lines(e, dev, prefix="", digits=4):
+    """The eval lines of engine/evaluator.cpp format_eval (loss, counts, the warning for cut
+    sources, the BLEU line), without its accuracies."""
+    out = [f"{prefix}dev loss {e['loss']:.{digits}f} ({e['loss_sentences']} of {e['sentences']} lines "
+           f"within the training length limits) | {e['sentences']} of {e['lines_in_file']} lines scored"]
+    if e["truncated_sources"]:
+        out.append(f"{prefix}warning: {e['truncated_sources']} dev sources longer than "
+                   f"model.max_positions = {dev.max_positions} tokens were cut to it before decoding")
+    out.append(f"{prefix}{e['bleu_line']} | {e['sentences']} of {e['lines_in_file']} lines")
+    return "\n".join(out)
 
 
 def main():
@@ -746,6 +828,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads)")
     ap.add_argument("--checkpoint", help="evaluate nmt-train's checkpoint folder on the dev set and exit "
                     "(a cross-check of architecture and evaluation; config and --set must match it)")
+    ap.add_argument("--hypotheses", metavar="FILE",
+                    help="with --checkpoint: write the detokenised hypotheses, one per scored line")
     ap.add_argument("--self-test", action="store_true", help="run the CPU self-checks and exit")
     args = ap.parse_args()
     if args.self_test:
@@ -775,7 +859,8 @@ def main():
                            d_cfg["max_src_len"], d_cfg["max_tgt_len"],
                            d_cfg["length_policy"] == "truncate")
     max_len = round_up(max(d_cfg["max_src_len"], d_cfg["max_tgt_len"] + 1))
-    dev = DevSet(d_cfg["dev"], sp, t["batch_tokens"], max_len, device) if d_cfg["dev"] else None
+    dev = DevSet(d_cfg["dev"], sp, t["batch_tokens"], max_len, m["max_positions"],
+                 cfg["eval"]["max_sentences"], device) if d_cfg["dev"] else None
 
     torch.manual_seed(t["seed"])
     model = build_model(m, vocab)
@@ -811,16 +896,18 @@ def main():
     if args.checkpoint:
         if dev is None:
             raise SystemExit("--checkpoint needs data.dev")
-        e = evaluate(model, dev, sp, ls, cfg["eval"]["max_sentences"], autocast)
-        print(f"checkpoint {args.checkpoint}: dev loss {e['loss']:.6f} | {e['bleu_line']} | "
-              f"{e['sentences']} sentences")
+        e = evaluate(model, dev, sp, ls, autocast)
+        print(eval_lines(e, dev, f"checkpoint {args.checkpoint} | ", digits=6))
+        if args.hypotheses:
+            with open(args.hypotheses, "w", encoding="utf-8") as f:
+                f.writelines(h + "\n" for h in e["hypotheses"])
         return 0
     name = "torch-compile" if args.compile else "torch-eager"
     print(f"twin: {name}, init {init}, {params} parameters, {precision}, device {device}"
           f" ({torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}), torch {torch.__version__}")
     print(f"data: {prep}: {len(src)} train pairs ({len(batcher.usable)} usable), vocabulary {vocab}, "
           f"{len(batcher.batches)} batches per epoch; dev "
-          f"{sum(len(b[2]) for b in dev.batches) if dev else 0} of {dev.pairs if dev else 0} pairs")
+          f"{dev.describe() if dev else 'none'}")
     record({"event": "start", "step": 0, "parameters": params, "system": name, "init": init,
             "device": str(device), "torch": torch.__version__, "elapsed_s": elapsed()})
     sys.stdout.flush()
@@ -889,17 +976,19 @@ def main():
             now = time.monotonic()
             seg_s = now - seg_start
             train_s += seg_s
-            e = evaluate(model, dev, sp, ls, cfg["eval"]["max_sentences"], autocast)
+            e = evaluate(model, dev, sp, ls, autocast)
+            e.pop("hypotheses")
             eval_s = time.monotonic() - now
             e.update({"event": "eval", "step": step, "elapsed_s": elapsed(), "train_s": train_s,
                       "eval_s": eval_s, "tokens_per_s": seg_tokens / max(seg_s, 1e-9),
                       "tokens_per_s_total": total_tokens / max(train_s, 1e-9)})
-            line = e.pop("bleu_line")
+            lines = eval_lines(e, dev, f"eval step {step} | ")
+            e.pop("bleu_line")
             record(dict(e))
             evals.append(e)
             last_bleu = e["bleu"]
-            print(f"eval step {step} | dev loss {e['loss']:.4f} | {line} | elapsed {e['elapsed_s']:.1f} s "
-                  f"| train {train_s:.1f} s | eval {eval_s:.1f} s | {e['tokens_per_s']:.0f} tok/s", flush=True)
+            print(f"{lines}\neval step {step} | elapsed {e['elapsed_s']:.1f} s | train {train_s:.1f} s "
+                  f"| eval {eval_s:.1f} s | {e['tokens_per_s']:.0f} tok/s", flush=True)
             seg_start, seg_tokens = time.monotonic(), 0
             interval_start = seg_start
             if args.stop_at_bleu > 0 and e["bleu"] >= args.stop_at_bleu:
@@ -911,7 +1000,9 @@ def main():
         "system": name, "init": init, "last_step": step, "stop_reason": stop_reason,
         "wall_seconds": elapsed(), "train_seconds": train_s, "target_tokens": total_tokens,
         "tokens_per_s": total_tokens / max(train_s, 1e-9), "parameters": params,
-        "last_bleu": last_bleu, "best_bleu": max((e["bleu"] for e in evals), default=None)}}
+        "last_bleu": last_bleu, "best_bleu": max((e["bleu"] for e in evals), default=None),
+        "dev_lines": None if dev is None or not evals else {
+            "scored": dev.sentences, "in_file": dev.lines_in_file, "truncated": dev.truncated}}}
     record(end)
     r = end["report"]
     print(f"done: {step} steps in {r['wall_seconds']:.1f} s ({stop_reason}); training {train_s:.1f} s, "
@@ -920,8 +1011,93 @@ def main():
 
 
 # ---------------------------------------------------------------------------------------------
-# Self-test (CPU, small shapes): cached decoding equals the full decoder, init statistics,
-# batcher invariants.
+# Self-test (CPU, small shapes): cached decoding equals the full decoder, dev evaluation's
+# coverage, init statistics, batcher invariants.
+
+def write_test_shard(path, sentences, vocab):
+    """A token shard as data/shard.h writes it (uint16 ids, fingerprint 0)."""
+    ids = np.array([t for x in sentences for t in x], dtype="<u2")
+    offsets = np.concatenate([[0], np.cumsum([len(x) for x in sentences])]).astype("<u8")
+    offsets_at = (64 + ids.nbytes + 7) // 8 * 8
+    header = b"NMTSHARD" + np.array([1, 2], dtype="<u4").tobytes() + np.array(
+        [vocab, len(sentences), ids.size, 0, offsets_at], dtype="<u8").tobytes()
+    with open(path, "wb") as f:
+        f.write(header.ljust(64, b"\0") + ids.tobytes())
+        f.write(b"\0" * (offsets_at - 64 - ids.nbytes) + offsets.tobytes())
+
+
+def self_test_evaluation(check):
+    """Checks DevSet and evaluate() on a dev split written to a temporary folder."""
+    import tempfile
+    import torch
+    import sacrebleu
+
+    class Pieces:  # stands in for SentencePiece: ids as text
+        def decode(self, ids):
+            return " ".join(str(i) for i in ids)
+
+    # max_positions not a multiple of 8: a cut source fills the position table exactly.
+    vocab, max_src_len, max_tgt_len, max_positions = 60, 16, 15, 42
+    max_len = round_up(max(max_src_len, max_tgt_len + 1))  # engine/training_data.cpp: 16
+    rng = np.random.default_rng(3)
+    src_lens = [5, 12, 20, 30, 55, 0, 7, 16, 3, 44, 9]  # within, over the plan, over max_positions
+    tgt_lens = [6, 10, 18, 25, 50, 4, 20, 14, 2, 40, 8]
+    srcs = [rng.integers(4, vocab, n).tolist() for n in src_lens]
+    tgts = [rng.integers(4, vocab, n).tolist() for n in tgt_lens]
+    refs = [" ".join(str(i) for i in t) for t in tgts]
+    m = dict(DEFAULTS["model"], encoder_layers=1, decoder_layers=2, d_model=32, num_heads=4,
+             ffn_dim=64, norm="pre", max_positions=max_positions)
+    model = build_model(m, vocab)
+    initialize(model, "xavier", m)
+    with torch.no_grad():
+        model.embed.weight[EOS].zero_()  # logit 0: the hypotheses run to their length limits
+    with tempfile.TemporaryDirectory() as prep:
+        write_test_shard(os.path.join(prep, "dev.src.shard"), srcs, vocab)
+        write_test_shard(os.path.join(prep, "dev.tgt.shard"), tgts, vocab)
+        with open(os.path.join(prep, "dev.tgt"), "w") as f:
+            f.writelines(r + "\n" for r in refs)
+        with open(os.path.join(prep, "report.json"), "w") as f:
+            json.dump({"splits": {"dev": {"target": {"text_file": os.path.join(prep, "dev.tgt")}}}}, f)
+        no_autocast = lambda: torch.autocast("cpu", enabled=False)  # noqa: E731
+        cpu = torch.device("cpu")
+        dev = DevSet(prep, Pieces(), 96, max_len, max_positions, 0, cpu)  # several decode batches
+        e = evaluate(model, dev, Pieces(), 0.1, no_autocast)
+        wide = DevSet(prep, Pieces(), 4096, max_len, max_positions, 0, cpu)  # one batch
+        e_wide = evaluate(model, wide, Pieces(), 0.1, no_autocast)
+        first = DevSet(prep, Pieces(), 96, max_len, max_positions, 4, cpu)
+        e_first = evaluate(model, first, Pieces(), 0.1, no_autocast)
+    lines = len(srcs)
+    fitting = [i for i in range(lines)
+               if round_up(src_lens[i]) <= max_len and round_up(tgt_lens[i] + 1) <= max_len]
+    check(e["sentences"] == lines and e["lines_in_file"] == lines and len(dev.decode_batches) > 1
+          and e["truncated_sources"] == sum(n > max_positions for n in src_lens)
+          and e["loss_sentences"] == len(fitting) and 0 < len(fitting) < lines and math.isfinite(e["loss"]),
+          f"dev evaluation: {e['sentences']} of {e['lines_in_file']} lines scored "
+          f"({len(dev.decode_batches)} decode batches), {e['truncated_sources']} cut, "
+          f"loss over {e['loss_sentences']} (an empty source among them), loss {e['loss']:.4f}")
+    # Line i's hypothesis is line i's translation decoded alone from its cut source.
+    model.eval()
+    ok, lengths = True, []
+    with torch.no_grad():
+        for i, src_ids in enumerate(srcs):
+            cut = src_ids[:max_positions]
+            limit = target_limit(len(cut), max_positions)
+            alone = greedy_decode(model, torch.tensor([cut]), [limit])[0] if cut else []
+            ok &= e["hypotheses"][i] == Pieces().decode(alone) == e_wide["hypotheses"][i]
+            ok &= len(alone) <= min(math.floor(1.5 * len(cut) + 10), max_positions - 1)
+            lengths.append(len(alone))
+    model.train()
+    ok &= e["hypotheses"][src_lens.index(0)] == ""
+    ok &= max(lengths) == max_positions - 1 > max_len - 1  # the cut line runs to max_positions
+    check(ok, f"dev evaluation: every hypothesis = its line decoded alone, in file order, batching "
+          f"aside; lengths {lengths} within floor(1.5 n + 10) and max_positions - 1 = {max_positions - 1}")
+    bleu = sacrebleu.corpus_bleu(e["hypotheses"], [refs])
+    bleu4 = sacrebleu.corpus_bleu(e["hypotheses"][:4], [refs[:4]])
+    check(e["bleu"] == bleu.score and e_first["sentences"] == 4 and e_first["lines_in_file"] == lines
+          and e_first["hypotheses"] == e["hypotheses"][:4] and e_first["bleu"] == bleu4.score,
+          "dev evaluation: BLEU over every line against the reference file; eval.max_sentences 4 "
+          "scores the first 4 lines")
+
 
 def self_test():
     try:
@@ -967,6 +1143,17 @@ def self_test():
                     expect.append(p)
                 ok &= expect == hyp
         check(ok, f"cached greedy decoding = full decoder argmax ({norm}-norm)")
+
+    # 2. Dev evaluation (engine/evaluator.cpp's rule; test/engine/eval_coverage_test.cpp): every
+    # line scored in file order, whatever the batching; sources over max_positions cut (counted);
+    # an empty source gives ""; the loss over the pairs within the training plan only.
+    try:
+        import sacrebleu
+    except ImportError:
+        sacrebleu = None
+        print("skip dev evaluation checks: sacrebleu is not installed")
+    if sacrebleu is not None:
+        self_test_evaluation(check)
 
     # 2. Initialisation statistics (d 256, ffn 1024, 3 + 2 layers).
     d, ffn, ne, nd = 256, 1024, 3, 2
