@@ -11,11 +11,10 @@
 #include "data/batch.h"
 #include "data/special_ids.h"
 #include "data/vocab.h"
-#include "engine/checkpoint.h"
-#include "engine/decode_translate.h"
-#include "engine/safetensors.h"
-#include "engine/trainer.h"
-#include "engine/transformer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/safetensors.h"
+#include "engine/decode/decode_translate.h"
+#include "engine/model/transformer.h"
 #include "kernels/elementwise.h"
 
 namespace nmt {

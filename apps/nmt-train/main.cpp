@@ -9,8 +9,8 @@
 #include <exception>
 #include <iostream>
 
-#include "engine/config.h"
-#include "engine/trainer.h"
+#include "engine/config/config.h"
+#include "engine/train/trainer.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"nmt-train: train a Transformer translation model"};

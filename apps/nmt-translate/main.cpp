@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/decode_translate.h"
+#include "engine/decode/decode_translate.h"
 
 namespace {
 

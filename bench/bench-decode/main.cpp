@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "data/special_ids.h"
-#include "engine/decode.h"
-#include "engine/transformer.h"
+#include "engine/decode/decode.h"
+#include "engine/model/transformer.h"
 #include "kernels/elementwise.h"
 
 namespace {

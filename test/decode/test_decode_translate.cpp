@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "data/prep.h"
-#include "engine/checkpoint.h"
-#include "engine/decode_translate.h"
-#include "engine/trainer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/decode/decode_translate.h"
+#include "engine/model/model_shape.h"
 #include "test/decode/decode_test_util.h"
 #include "test/support/catch.h"
 

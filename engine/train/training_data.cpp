@@ -1,0 +1,188 @@
+// TrainingData implementations: the synthetic reversal task and nmt-prep shard directories.
+#include "engine/train/training_data.h"
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "data/batcher.h"
+#include "data/batcher_eval.h"
+#include "data/shard.h"
+#include "engine/train/synthetic_reverse.h"
+
+namespace nmt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kPadMultiple = 8;
+
+int64_t padded(int64_t n) {
+  return (n + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
+}
+
+class SyntheticData : public TrainingData {
+ public:
+  SyntheticData(const RunConfig& cfg, int world_size, int rank)
+      : task_(cfg.data, static_cast<uint64_t>(cfg.train.seed), cfg.train.batch_tokens,
+              cfg.train.max_sentences, world_size, rank) {}
+
+  int64_t vocab_size() const override { return task_.vocab(); }
+  int64_t max_padded_len() const override { return task_.max_padded_len(); }
+  Batch next_train() override {
+    last_tokens_ = task_.global_tgt_tokens(next_);
+    return task_.train_batch(next_++);
+  }
+  int64_t last_global_tgt_tokens() const override { return last_tokens_; }
+  int64_t epoch() const override { return 0; }
+  nlohmann::json position() const override { return {{"batch", next_}}; }
+  void restore(const nlohmann::json& position) override {
+    next_ = position.at("batch").get<int64_t>();
+  }
+  std::vector<Batch> dev_batches(int64_t max_tokens) const override {
+    return task_.dev_batches(std::max<int64_t>(1, max_tokens / task_.max_padded_len()));
+  }
+  int64_t dev_pairs() const override { return static_cast<int64_t>(task_.dev_sources().size()); }
+  const std::vector<std::string>& dev_references() const override { return empty_; }
+  const std::vector<std::string>& dev_sources_text() const override { return empty_; }
+  std::string describe() const override {
+    return "synthetic:reverse, " + std::to_string(task_.train_pairs()) + " train pairs, " +
+           std::to_string(dev_pairs()) + " held-out pairs";
+  }
+
+ private:
+  SyntheticReverse task_;
+  int64_t next_ = 0;
+  int64_t last_tokens_ = 0;
+  std::vector<std::string> empty_;
+};
+
+nlohmann::json read_report(const fs::path& dir) {
+  fs::path path = dir / "report.json";
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("data directory " + dir.string() +
+                             ": no report.json (is it a directory written by nmt-prep?)");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+std::vector<std::string> read_lines(const fs::path& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+class CorpusData : public TrainingData {
+ public:
+  CorpusData(const RunConfig& cfg, int world_size, int rank) {
+    fs::path dir = cfg.data.train;
+    nlohmann::json report = read_report(dir);
+    std::string vocab_file = report.at("vocab").at("file").get<std::string>();
+    vocab_ = load_vocab((dir / vocab_file).string());
+    train_ = std::make_unique<ShardCorpus>((dir / "train.src.shard").string(),
+                                           (dir / "train.tgt.shard").string());
+    if (train_->source_shard().header().vocab_size != static_cast<uint64_t>(vocab_->size()))
+      throw std::runtime_error("data directory " + dir.string() + ": shards and " + vocab_file +
+                               " disagree on the vocabulary size");
+    TokenBatcherOptions o;
+    o.max_tokens = cfg.train.batch_tokens;
+    o.max_sentences = cfg.train.max_sentences;
+    o.window = std::max<int64_t>(cfg.train.bucket_window, 1) *
+               std::max<int64_t>(cfg.train.batch_tokens / 16, 1);
+    o.seed = static_cast<uint64_t>(cfg.train.seed);
+    o.pad_multiple = kPadMultiple;
+    o.max_src_len = cfg.data.max_src_len;
+    o.max_tgt_len = cfg.data.max_tgt_len;
+    o.length_policy = cfg.data.length_policy;
+    o.world_size = world_size;
+    o.rank = rank;
+    batcher_ = std::make_unique<TokenBatcher>(*train_, o);
+    max_len_ = padded(std::max(cfg.data.max_src_len, cfg.data.max_tgt_len + 1));
+    if (!cfg.data.dev.empty()) load_dev(cfg.data.dev);
+    description_ = dir.string() + ": " + std::to_string(train_->size()) + " train pairs (" +
+                   std::to_string(batcher_->stats().usable) + " usable), vocabulary " +
+                   std::to_string(vocab_->size()) + " (" + vocab_file + ")";
+  }
+
+  int64_t vocab_size() const override { return vocab_->size(); }
+  int64_t max_padded_len() const override { return max_len_; }
+  Batch next_train() override { return batcher_->next(); }
+  int64_t last_global_tgt_tokens() const override { return batcher_->last_global().tgt_tokens; }
+  int64_t epoch() const override { return batcher_->epoch(); }
+  nlohmann::json position() const override { return batcher_->position(); }
+  void restore(const nlohmann::json& position) override {
+    batcher_->restore(position.get<BatcherPosition>());
+  }
+  std::vector<Batch> dev_batches(int64_t max_tokens) const override {
+    std::vector<Batch> out;
+    if (!dev_) return out;
+    EvalBatcherOptions o;
+    o.max_tokens = max_tokens;
+    o.max_sentences = 0;
+    o.pad_multiple = kPadMultiple;
+    EvalBatcher batcher(*dev_, o);
+    for (Batch b; batcher.next(b);) {
+      if (b.src_len > max_len_ || b.tgt_len > max_len_)
+        continue;  // longer than the model plans for
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+  int64_t dev_pairs() const override { return dev_ ? dev_->size() : 0; }
+  const Vocab* vocab() const override { return vocab_.get(); }
+  const std::vector<std::string>& dev_references() const override { return dev_refs_; }
+  const std::vector<std::string>& dev_sources_text() const override { return dev_srcs_; }
+  std::string describe() const override { return description_; }
+
+ private:
+  // The dev split of an nmt-prep directory; references are the raw target lines it was made
+  // from when still readable, else the decoded target shard.
+  void load_dev(const fs::path& dir) {
+    nlohmann::json report = read_report(dir);
+    if (!report.at("splits").contains("dev"))
+      throw std::runtime_error("data.dev: " + dir.string() +
+                               " has no dev split (nmt-prep --dev-src/--dev-tgt)");
+    dev_ = std::make_unique<ShardCorpus>((dir / "dev.src.shard").string(),
+                                         (dir / "dev.tgt.shard").string());
+    const auto& split = report["splits"]["dev"];
+    dev_refs_ = read_lines(split["target"].value("text_file", ""));
+    dev_srcs_ = read_lines(split["source"].value("text_file", ""));
+    std::vector<int32_t> ids;
+    if (static_cast<int64_t>(dev_refs_.size()) != dev_->size()) {
+      dev_refs_.clear();
+      for (int64_t i = 0; i < dev_->size(); ++i) {
+        dev_->target(i, ids);
+        dev_refs_.push_back(vocab_->decode(ids));
+      }
+    }
+    if (static_cast<int64_t>(dev_srcs_.size()) != dev_->size()) {
+      dev_srcs_.clear();
+      for (int64_t i = 0; i < dev_->size(); ++i) {
+        dev_->source(i, ids);
+        dev_srcs_.push_back(vocab_->decode(ids));
+      }
+    }
+  }
+
+  std::unique_ptr<Vocab> vocab_;
+  std::unique_ptr<ShardCorpus> train_, dev_;
+  std::unique_ptr<TokenBatcher> batcher_;
+  int64_t max_len_ = 0;
+  std::vector<std::string> dev_refs_, dev_srcs_;
+  std::string description_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingData> make_training_data(const RunConfig& cfg, int world_size, int rank) {
+  if (cfg.data.train_is_synthetic()) return std::make_unique<SyntheticData>(cfg, world_size, rank);
+  return std::make_unique<CorpusData>(cfg, world_size, rank);
+}
+
+}  // namespace nmt
