@@ -21,9 +21,6 @@ namespace nmt {
 
 namespace {
 
-// The batcher's padding: batches the model was trained on have these padded lengths.
-constexpr int64_t kPadMultiple = 8;
-
 std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("cannot open " + path);

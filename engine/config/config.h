@@ -1,7 +1,7 @@
 // RunConfig: the typed, validated run configuration every app reads (one nested struct per config
 // section), and the functions that load it from JSON + `--set` overrides and write it back.
-// The key schema (types, ranges, docs) lives in engine/config_keys.cpp; docs/config.md is its
-// output.
+// The key schema (types, ranges, docs) lives in engine/config/config_keys.cpp; docs/config.md is
+// its output.
 #pragma once
 
 #include <cstdint>

@@ -20,7 +20,7 @@ std::string table_cell(std::string text) {
 
 const char* const kIntroduction = R"(# Run configuration reference
 
-<!-- Generated from engine/config_keys.cpp by config_reference_markdown(): do not edit by hand.
+<!-- Generated from engine/config/config_keys.cpp by config_reference_markdown(): do not edit by hand.
      Regenerate with: <build-dir>/test/config/test_config_schema "[regenerate-docs]" -->
 
 A run is configured by one JSON file of sections, each an object of `key: value` pairs:

@@ -289,4 +289,18 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
   return out;
 }
 
+DecodePlan plan_decoding(const BeamOptions& beam, int64_t longest_source, int64_t max_positions,
+                         int64_t step_rows) {
+  // The longest source and its longest translation (bos included), within max_positions; every
+  // step holds at least one sentence's beam.
+  double longest_target = std::floor(beam.max_len_a * static_cast<double>(longest_source) +
+                                     static_cast<double>(beam.max_len_b));
+  DecodePlan plan;
+  plan.max_len = std::min<int64_t>(
+      max_positions,
+      std::max<int64_t>(longest_source, static_cast<int64_t>(std::min(longest_target + 1, 1e9))));
+  plan.max_rows = planned_rows(step_rows, beam.beam * plan.max_len);
+  return plan;
+}
+
 }  // namespace nmt

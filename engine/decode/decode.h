@@ -1,7 +1,7 @@
 // Beam search over a Transformer: batched over sentences, the encoder once per group, the decoder
-// one position per step with key/value caches (engine/incremental_decoder.h), GNMT length penalty,
-// per-sentence length limit, finished hypotheses kept until the best one is settled. Algorithm:
-// docs/decoding.md.
+// one position per step with key/value caches (engine/decode/incremental_decoder.h), GNMT length
+// penalty, per-sentence length limit, finished hypotheses kept until the best one is settled.
+// Algorithm: docs/decoding.md.
 #pragma once
 
 #include <cstdint>
@@ -71,5 +71,15 @@ class BeamSearch {
   BeamOptions options_;
   std::unique_ptr<StepDecoder> decoder_;  // planned once, for the largest group the plan admits
 };
+
+// The model's plan for decoding sources of at most `longest_source` tokens: the longest sentence
+// (the source, or its longest translation with bos), within max_positions, and the rows a step
+// holds (step_rows, at least one sentence's beam). Used by translate_lines and bench-decode.
+struct DecodePlan {
+  int64_t max_len = 0;
+  int64_t max_rows = 0;
+};
+DecodePlan plan_decoding(const BeamOptions& beam, int64_t longest_source, int64_t max_positions,
+                         int64_t step_rows);
 
 }  // namespace nmt

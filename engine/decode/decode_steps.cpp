@@ -1,6 +1,6 @@
-// Transformer's decoding entry points (declared in engine/transformer.h): the encoder alone, and
-// one decoder pass over given prefixes that returns the last position's logits. Beam search uses
-// them; they reuse the graph's own buffers and the same code path as greedy_decode.
+// Transformer's decoding entry points (declared in engine/model/transformer.h): the encoder alone,
+// and one decoder pass over given prefixes that returns the last position's logits. Beam search
+// uses them; they reuse the graph's own buffers and the same code path as greedy_decode.
 #include <stdexcept>
 #include <string>
 

@@ -93,9 +93,9 @@ std::vector<std::string> translate_lines(const TranslateOptions& options,
                                          const std::vector<std::string>& lines,
                                          std::ostream* progress, TranslateStats* stats_out) {
   validate_beam_options(options.beam);
-  if (options.batch_tokens < 1)
-    throw std::invalid_argument("batch-tokens: must be at least 1, got " +
-                                std::to_string(options.batch_tokens));
+  if (options.step_rows < 1)
+    throw std::invalid_argument("step-rows: must be at least 1, got " +
+                                std::to_string(options.step_rows));
   LoadedCheckpoint ckpt = read_checkpoint_state(options.checkpoint);
   std::string vocab_file = vocabulary_path(options, ckpt);
   check_checkpoint_vocabulary(ckpt.state, vocab_file);
@@ -103,7 +103,8 @@ std::vector<std::string> translate_lines(const TranslateOptions& options,
 
   TranslateStats stats;
   stats.lines = static_cast<int64_t>(lines.size());
-  const int64_t max_positions = ckpt.config.model.max_positions;
+  const ModelShape shape = model_shape_from(ckpt.config.model, vocab->size());
+  const int64_t max_positions = shape.max_positions;
   EncodedLines encoded = encode_input_lines(lines, *vocab, max_positions);
   std::vector<std::vector<int32_t>>& sources = encoded.ids;
   stats.empty = encoded.empty;
@@ -113,20 +114,15 @@ std::vector<std::string> translate_lines(const TranslateOptions& options,
     *progress << "nmt-translate: warning: " << stats.truncated
               << " input lines cut to model.max_positions = " << max_positions << " tokens\n";
 
-  // Plan the model for this input: the longest source and its longest translation (bos included),
-  // within max_positions; every step holds at least one sentence's beam.
+  // Plan the model for this input.
   int64_t longest = 1;
   for (const auto& s : sources)
     longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
   const BeamOptions& beam = options.beam;
-  double longest_target = std::floor(beam.max_len_a * static_cast<double>(longest) +
-                                     static_cast<double>(beam.max_len_b));
-  int64_t max_len = std::min<int64_t>(
-      max_positions,
-      std::max<int64_t>(longest, static_cast<int64_t>(std::min(longest_target + 1, 1e9))));
-  int64_t max_rows = std::max(options.batch_tokens, beam.beam * max_len);
+  const DecodePlan plan = plan_decoding(beam, longest, max_positions, options.step_rows);
+  const int64_t max_rows = plan.max_rows;
   Device device = options.device.value_or(default_decode_device());
-  Transformer model(model_shape_from(ckpt.config.model, vocab->size()), device, max_rows, max_len);
+  Transformer model(shape, device, max_rows, plan.max_len);
   load_model_weights(options.checkpoint, model.params());
   BeamSearch search(model, beam);
   if (progress)

@@ -18,7 +18,7 @@ struct TranslateOptions {
   std::string checkpoint;  // a ckpt-<step> directory
   std::string vocab;       // "" = the vocabulary path recorded in the checkpoint's state.json
   BeamOptions beam;
-  int64_t batch_tokens = 4096;   // decoder rows per step: sentences * beam * prefix length
+  int64_t step_rows = 4096;      // decoder rows per step: sentences * beam * prefix length
   std::optional<Device> device;  // unset: cuda when a GPU is visible, else cpu
 };
 

@@ -31,8 +31,8 @@ class IncrementalDecoder final : public StepDecoder {
   // model must outlive the decoder. Throws std::invalid_argument for a capacity below 1.
   IncrementalDecoder(Transformer& model, const IncrementalCapacity& capacity);
 
-  // StepDecoder (engine/step_decoder.h). start computes every layer's cross-attention keys and
-  // values; step appends one position to every row's self-attention cache; reorder gathers the
+  // StepDecoder (engine/decode/step_decoder.h). start computes every layer's cross-attention keys
+  // and values; step appends one position to every row's self-attention cache; reorder gathers the
   // caches of the surviving rows (and of the surviving sources when some dropped out).
   void start(const Tensor& memory, const std::vector<int32_t>& source_lengths, int64_t src_len,
              int64_t beam, int64_t positions) override;
@@ -66,7 +66,8 @@ class IncrementalDecoder final : public StepDecoder {
   void plan(Arena& arena);
 
   // One residual sublayer at the current position (post-norm LN(x + f(x)), pre-norm
-  // x + f(LN(x))), as engine/sublayer.cpp computes it without dropout. x, out: [rows, d_model].
+  // x + f(LN(x))), as engine/model/sublayer.cpp computes it without dropout. x, out: [rows,
+  // d_model].
   template <typename F>
   void sublayer(const Tensor& x, const Norm& norm, Tensor& out, F&& f);
   void self_attention(Layer& layer, const Tensor& in, int64_t position, Tensor& out);

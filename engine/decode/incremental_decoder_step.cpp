@@ -1,6 +1,7 @@
 // IncrementalDecoder::step: one target position through every decoder layer, written out like
-// DecoderLayer::forward (engine/transformer_layers.cpp) and Sublayer::forward (engine/sublayer.cpp)
-// without dropout, with the self-attention reading its keys and values from the cache.
+// DecoderLayer::forward (engine/model/transformer_layers.cpp) and Sublayer::forward
+// (engine/model/sublayer.cpp) without dropout, with the self-attention reading its keys and values
+// from the cache.
 #include <cmath>
 #include <stdexcept>
 #include <string>

@@ -1,5 +1,6 @@
-// Counted FLOPs of training the Transformer (engine/transformer.cpp): the matrix products of one
-// batch, as a function of the model shape and the padded batch dimensions. The numerator of MFU.
+// Counted FLOPs of training the Transformer (engine/model/transformer.cpp): the matrix products of
+// one batch, as a function of the model shape and the padded batch dimensions. The numerator of
+// MFU.
 #pragma once
 
 #include <cstdint>

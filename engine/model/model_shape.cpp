@@ -3,7 +3,7 @@
 
 namespace nmt {
 
-ModelShape model_shape_from(const ModelConfig& m, int64_t vocab) {
+ModelShape model_shape_from(const ModelConfig& m, int64_t vocab, DType compute_dtype) {
   ModelShape s;
   s.vocab = vocab;
   s.d_model = m.d_model;
@@ -17,6 +17,8 @@ ModelShape model_shape_from(const ModelConfig& m, int64_t vocab) {
   s.layernorm_eps = static_cast<float>(m.layernorm_eps);
   s.pre_norm = m.norm == NormPosition::pre;
   s.shared_embeddings = m.shared_embeddings;
+  s.max_positions = m.max_positions;
+  s.compute_dtype = compute_dtype;
   return s;
 }
 

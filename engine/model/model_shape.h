@@ -22,13 +22,16 @@ struct ModelShape {
   float layernorm_eps = 1e-6f;
   bool pre_norm = false;           // false: post-norm (the paper); true: pre-norm
   bool shared_embeddings = true;   // one table for source, target and output projection
+  int64_t max_positions = 1024;    // longest sentence (tokens, bos/eos included) it takes
   // Activations, their gradients and the working copy of the weights (f32, bf16 or f16); master
   // weights, parameter gradients, statistics and optimizer state stay fp32.
   DType compute_dtype = DType::f32;
 };
 
-// The Transformer shape a model config describes, for a vocabulary of `vocab` entries.
-ModelShape model_shape_from(const ModelConfig& m, int64_t vocab);
+// The Transformer shape a model config describes, for a vocabulary of `vocab` entries, computing
+// in `compute_dtype`: the one place the model section becomes a shape. Everything after it (the
+// trainer, decoding, nmt-score) reads the model's shape, not the config.
+ModelShape model_shape_from(const ModelConfig& m, int64_t vocab, DType compute_dtype = DType::f32);
 
 struct StepContext {
   uint64_t seed = 0;

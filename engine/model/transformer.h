@@ -17,10 +17,18 @@
 
 namespace nmt {
 
+// The rows to plan a model for: `token_budget` padded tokens per side of a batch
+// (train.batch_tokens, or decoding's step_rows), and never fewer than one `widest` unit (the widest
+// padded pair in training, one sentence's beam at the longest length in decoding), so every batch
+// holds one.
+inline int64_t planned_rows(int64_t token_budget, int64_t widest) {
+  return token_budget > widest ? token_budget : widest;
+}
+
 class Transformer {
  public:
-  // max_rows: the most padded tokens of one side of a batch (sentences * padded length);
-  // max_len: the longest padded sentence of either side.
+  // max_rows: the most padded tokens of one side of a batch (sentences * padded length), see
+  // planned_rows; max_len: the longest padded sentence of either side.
   Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len);
 
   const ModelShape& shape() const { return shape_; }
@@ -50,9 +58,10 @@ class Transformer {
   using GradReadyHook = std::function<void(const Param&)>;
   void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
 
-  // Decoding entry points for beam search (engine/decode.h); defined in engine/decode_steps.cpp.
-  // Both run without dropout and return views into the model's arena, valid until the next call.
-  // The encoder over batch's sources only (targets ignored): [sentences * src_len, d_model].
+  // Decoding entry points for beam search (engine/decode/decode.h); defined in
+  // engine/decode/decode_steps.cpp. Both run without dropout and return views into the model's
+  // arena, valid until the next call. The encoder over batch's sources only (targets ignored):
+  // [sentences * src_len, d_model].
   Tensor encode_sources(const Batch& batch);
   // One decoder pass over `rows` prefixes of equal length (kBosId first), each attending to its own
   // copy of a source: returns the logits of every prefix's last position, [rows, vocab].

@@ -75,7 +75,7 @@ DevicePeak device_peak_for_training(Device device, DType compute) {
     peak.flops_per_s = *flops;
   else
     peak.unknown_reason =
-        "no peak FLOP/s known for \"" + peak.device_name + "\" (engine/device_peak.cpp)";
+        "no peak FLOP/s known for \"" + peak.device_name + "\" (engine/report/device_peak.cpp)";
   return peak;
 }
 

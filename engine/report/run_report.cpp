@@ -334,7 +334,7 @@ nlohmann::json to_json(const RunReport& r) {
   std::optional<double> mfu = r.mfu();
   j["train_flops"] = r.train_flops;
   j["flops_per_s"] = r.flops_per_second();
-  j["flop_count"] = "3 x forward matmul FLOPs of the padded batches (engine/flop_count.h)";
+  j["flop_count"] = "3 x forward matmul FLOPs of the padded batches (engine/model/flop_count.h)";
   j["mfu"] = mfu ? nlohmann::json(*mfu) : nlohmann::json();
   j["mfu_reason"] = null_if_empty(r.mfu_unknown_reason());
   j["device_name"] = null_if_empty(r.peak.device_name);

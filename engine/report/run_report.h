@@ -119,8 +119,8 @@ struct RunReport {
   std::string last_checkpoint;
   uint64_t last_checkpoint_bytes = 0;
   double checkpoint_seconds = 0;  // all saves of this process
-  // MFU: the counted training FLOPs of this rank's steps (engine/flop_count.h: 3 x the forward
-  // matrix products of the padded batches) per train_seconds, over one card's peak.
+  // MFU: the counted training FLOPs of this rank's steps (engine/model/flop_count.h: 3 x the
+  // forward matrix products of the padded batches) per train_seconds, over one card's peak.
   double train_flops = 0;
   DevicePeak peak;                      // device_peak_for_training(...)
   std::optional<GpuUsage> gpu_usage;    // GpuMonitor::stop(); nullopt on the CPU

@@ -9,7 +9,6 @@
 
 namespace nmt {
 
-static constexpr int64_t kPadMultiple = 8;
 static constexpr uint32_t kTrainStream = 0x51000001u, kDevStream = 0x51000002u,
                           kBatchStream = 0x51000003u;
 
@@ -33,8 +32,7 @@ SyntheticReverse::SyntheticReverse(const DataConfig& cfg, uint64_t seed, int64_t
                                 "' (known: synthetic:reverse)");
   if (cfg.synthetic_max_len > 60)
     throw std::invalid_argument("data.synthetic_max_len: at most 60 for synthetic:reverse");
-  int64_t padded = (cfg.synthetic_max_len + 1 + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
-  sentences_per_batch_ = std::max<int64_t>(1, batch_tokens / padded);
+  sentences_per_batch_ = std::max<int64_t>(1, batch_tokens / max_padded_len());
   if (max_sentences > 0) sentences_per_batch_ = std::min(sentences_per_batch_, max_sentences);
   sentences_per_batch_ =
       std::max<int64_t>(world_size, sentences_per_batch_ / world_size * world_size);
@@ -65,7 +63,8 @@ int64_t SyntheticReverse::vocab() const {
 }
 
 int64_t SyntheticReverse::max_padded_len() const {
-  return (cfg_.synthetic_max_len + 1 + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
+  // Source and target are equally long; the decoder side (one more) is the wider.
+  return widest_padded_pair(cfg_.synthetic_max_len, cfg_.synthetic_max_len);
 }
 
 static std::vector<int32_t> reversed(const std::vector<int32_t>& s) {

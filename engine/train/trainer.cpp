@@ -186,9 +186,8 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   report_.dataset = read_dataset_stats(cfg.data);
   report_.peak = device_peak_for_training(cfg.train.device, cfg.train.precision);
   int64_t max_len = data_->max_padded_len();
-  int64_t max_rows = std::max(cfg.train.batch_tokens, max_len);
-  ModelShape shape = model_shape_from(cfg.model, data_->vocab_size());
-  shape.compute_dtype = cfg.train.precision;
+  int64_t max_rows = planned_rows(cfg.train.batch_tokens, max_len);
+  ModelShape shape = model_shape_from(cfg.model, data_->vocab_size(), cfg.train.precision);
   model_ = std::make_unique<Transformer>(shape, cfg.train.device, max_rows, max_len);
   model_->params().initialize(seed_);
   optimizer_ = std::make_unique<Optimizer>(model_->params(), cfg.optimizer, cfg.train.device);
@@ -257,7 +256,7 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   }
   state_.interval.loss += loss;
   state_.interval.correct += correct;
-  double lr = learning_rate_at(cfg_.lr_schedule, cfg_.model.d_model, step);
+  double lr = learning_rate_at(cfg_.lr_schedule, model_->shape().d_model, step);
   // Dividing by tokens * scale unscales the gradients (fp16 loss scaling; the scale is 1
   // otherwise).
   OptimizerStepStats st =
@@ -292,7 +291,7 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
 void TrainingRun::log_line(int64_t step, bool reset_interval) {
   double per_step = seconds_since(loop_start_) / static_cast<double>(report_.steps);
   double eta = per_step * static_cast<double>(cfg_.train.max_steps - step);
-  double lr = learning_rate_at(cfg_.lr_schedule, cfg_.model.d_model, step);
+  double lr = learning_rate_at(cfg_.lr_schedule, model_->shape().d_model, step);
   TrainRecord record = make_train_record(step, data_->epoch(), lr, eta, state_.interval);
   record.loss_scale = loss_scaler_.scale();
   record.dynamic_loss_scale = loss_scaler_.dynamic();
@@ -326,8 +325,9 @@ void TrainingRun::save(std::optional<CheckpointMetric> metric) {
   s.data_position = data_->position();
   s.seed = seed_;
   s.loss_scale = loss_scaler_.scale();
-  s.lr_schedule = {{"policy", std::string(config_name(cfg_.lr_schedule.policy))},
-                   {"lr", learning_rate_at(cfg_.lr_schedule, cfg_.model.d_model, state_.step)}};
+  s.lr_schedule = {
+      {"policy", std::string(config_name(cfg_.lr_schedule.policy))},
+      {"lr", learning_rate_at(cfg_.lr_schedule, model_->shape().d_model, state_.step)}};
   s.vocab_path = vocab_path_;
   s.extra = state_.extra();
   s.extra["loss_scale_clean_steps"] = loss_scaler_.to_json()["clean_steps"];

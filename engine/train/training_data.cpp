@@ -16,12 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int64_t kPadMultiple = 8;
-
-int64_t padded(int64_t n) {
-  return (n + kPadMultiple - 1) / kPadMultiple * kPadMultiple;
-}
-
 class SyntheticData : public TrainingData {
  public:
   SyntheticData(const RunConfig& cfg, int world_size, int rank)
@@ -103,7 +97,7 @@ class CorpusData : public TrainingData {
     o.world_size = world_size;
     o.rank = rank;
     batcher_ = std::make_unique<TokenBatcher>(*train_, o);
-    max_len_ = padded(std::max(cfg.data.max_src_len, cfg.data.max_tgt_len + 1));
+    max_len_ = widest_padded_pair(cfg.data.max_src_len, cfg.data.max_tgt_len);
     if (!cfg.data.dev.empty()) load_dev(cfg.data.dev);
     description_ = dir.string() + ": " + std::to_string(train_->size()) + " train pairs (" +
                    std::to_string(batcher_->stats().usable) + " usable), vocabulary " +

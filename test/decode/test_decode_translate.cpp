@@ -190,7 +190,7 @@ TEST_CASE("translate_lines with a trained reversal checkpoint reverses its input
   CHECK(exact * 10 >= static_cast<int64_t>(out.size()) * 7);
   // Tiny batches (one sentence per step group) change nothing.
   nmt::TranslateOptions small = reverse_options();
-  small.batch_tokens = 1;
+  small.step_rows = 1;
   CHECK(nmt::translate_lines(small, text.sources) == out);
 }
 
