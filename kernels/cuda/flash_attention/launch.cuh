@@ -1,6 +1,6 @@
 // Host-side helpers of the fused attention kernels: the supported-configuration check, launch
 // parameters from the public operands, 16-byte alignment tests and the (dtype, head_dim) switch
-// that turns runtime values into template arguments. Included by kernels/cuda/flash_attention_*.cu.
+// that turns runtime values into template arguments. Included by kernels/cuda/flash_attention/*.cu.
 #pragma once
 
 #include <climits>
@@ -11,8 +11,8 @@
 #include <type_traits>
 
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/flash_attention.h"
-#include "kernels/cuda/flash_attention_common.cuh"
+#include "kernels/cuda/flash_attention/common.cuh"
+#include "kernels/cuda/flash_attention/flash_attention.h"
 
 namespace nmt::cuda::flash {
 
@@ -115,24 +115,24 @@ void launch_persistent(Kernel kernel, int& slots, size_t smem, const Params& p,
 }
 
 // Whether the wgmma (sm_90a) kernel variants can run on the current GPU; probed once per process
-// (flash_attention_wgmma_probe.cu).
+// (wgmma_probe.cu).
 bool wgmma_kernels_usable();
 
-// rowsum(d_out * out) per query and head, into p.delta (flash_attention_backward.cu).
+// rowsum(d_out * out) per query and head, into p.delta (backward.cu).
 void launch_backward_delta(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
 // The whole backward when q_len and kv_len are at most 64 and head_dim is 64
-// (flash_attention_backward_short.cu).
+// (backward_short.cu).
 void launch_backward_short(DType dtype, const Params& p, cudaStream_t stream);
 // Forward for long query sequences with wgmma; needs p.vector_io and wgmma_kernels_usable()
-// (flash_attention_forward_wgmma.cu).
+// (forward_wgmma.cu).
 void launch_forward_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
 // The short-sentence forward and backward (head_dim 64) on wgmma; need p.vector_io and
-// wgmma_kernels_usable() (flash_attention_short_wgmma.cu).
+// wgmma_kernels_usable() (short_wgmma.cu).
 void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
 void launch_backward_short_wgmma(DType dtype, const Params& p, cudaStream_t stream);
-// dQ for every query tile, looping over key tiles (flash_attention_backward_dq.cu).
+// dQ for every query tile, looping over key tiles (backward_dq.cu).
 void launch_backward_dq(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
-// The warpgroup-MMA (sm_90a) kernels for kv_len > 64 (flash_attention_backward_wgmma.cu), for
+// The warpgroup-MMA (sm_90a) kernels for kv_len > 64 (backward_wgmma.cu), for
 // when p.vector_io and wgmma_kernels_usable(). The dQ kernel runs first: it also computes delta
 // into p.delta (scratch of [batch, heads, q_len] floats), which the dK/dV kernel reads.
 void launch_backward_dkdv_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream);

@@ -1,4 +1,4 @@
-// Fused attention backward, dQ part (used when kv_len > 64; see flash_attention_backward.cu): one
+// Fused attention backward, dQ part (used when kv_len > 64; see backward.cu): one
 // block per (64-query tile, sentence, head) loops over the visible key tiles like the forward,
 // recomputes P from the saved lse, dP = dO vᵀ, dS = P * (dP * Z - delta), and sums dQ = dS k in
 // registers. Q and dO fragments stay in registers for D = 64 (re-read from shared memory for
@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/flash_attention_common.cuh"
-#include "kernels/cuda/flash_attention_launch.cuh"
+#include "kernels/cuda/flash_attention/common.cuh"
+#include "kernels/cuda/flash_attention/launch.cuh"
 
 namespace nmt::cuda::flash {
 namespace {

@@ -1,9 +1,9 @@
-// Per-tile pieces of the fused attention backward (flash_attention_backward*.cu): the products of
+// Per-tile pieces of the fused attention backward (backward*.cu): the products of
 // one key tile with one query tile (dK, dV and optionally dSᵀ for dQ), the delta of a staged
 // query tile, the complete dQ rows when a block holds every key, and the dK/dV write-out.
 #pragma once
 
-#include "kernels/cuda/flash_attention_common.cuh"
+#include "kernels/cuda/flash_attention/common.cuh"
 
 namespace nmt::cuda::flash {
 

@@ -1,6 +1,7 @@
-// Building blocks of the fused attention kernels (kernels/cuda/flash_attention_*.cu): the launch
-// parameters, tensor-core MMA (mma.sync m16n8k16, fp32 accumulate) and ldmatrix wrappers, cp.async
-// tile loads into padded shared memory, and the dropout mask of one tile from the shared Philox.
+// Building blocks of the fused attention kernels (kernels/cuda/flash_attention/*.cu): tensor-core
+// MMA (mma.sync m16n8k16, fp32 accumulate) and ldmatrix wrappers, cp.async tile loads into padded
+// shared memory, and the dropout mask of one tile from the shared Philox. The parameters are in
+// params.h, the tile shape in traits_mma.h.
 //
 // Fragment layout of mma.sync m16n8k16 (lane = 4 * g + t4): the accumulator c[0..3] of a 16x8 tile
 // holds (row g, cols 2*t4, 2*t4+1) and (row g+8, same cols); an A fragment a[0..3] holds
@@ -15,48 +16,11 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/flash_attention/params.h"
+#include "kernels/cuda/flash_attention/traits_mma.h"
 #include "kernels/philox.h"
 
 namespace nmt::cuda::flash {
-
-constexpr int kThreads = 128;  // 4 warps, each owning 16 rows of a tile
-constexpr int kTile = 64;      // query rows and key rows per tile
-// Shared-memory rows are padded by 16 bytes so the 8 row addresses of one ldmatrix fall in
-// different banks (an unpadded 128- or 256-byte row puts them all in one).
-constexpr int kPad = 8;
-constexpr int kMaskStride = 72;  // bytes per row of the dropout keep mask (also bank-skewed)
-constexpr float kLog2e = 1.4426950408889634f;
-
-template <int D>
-constexpr int kRowStride = D + kPad;
-template <int D>
-constexpr int kTileElements = kTile* kRowStride<D>;
-
-// Launch parameters of every fused attention kernel. Tensor pointers point at the first head's
-// column of row 0; strides are in elements between consecutive rows.
-struct Params {
-  const void* q;
-  const void* k;
-  const void* v;
-  int64_t q_stride, k_stride, v_stride;
-  const int32_t* kv_lengths;  // [batch]
-  void* out;                  // [batch * q_len, out_stride]: written by forward, read by backward
-  int64_t out_stride;
-  float* lse;  // [batch, heads, q_len]
-  const void* d_out;
-  int64_t d_out_stride;
-  float* delta;  // [batch, heads, q_len]: rowsum(d_out * out), backward scratch
-  void* dq;
-  void* dk;
-  void* dv;
-  int64_t dq_stride, dk_stride, dv_stride;
-  int batch, heads, q_len, kv_len;
-  bool causal;
-  bool vector_io;  // every pointer and stride allows 16-byte accesses
-  float dropout_p, keep_scale;
-  float scale, scale_log2;  // 1/sqrt(dh), and times log2(e) for exp2
-  RngKey key;
-};
 
 __device__ __forceinline__ int clamped_length(const Params& p, int b) {
   const int given = p.kv_lengths[b];

@@ -5,13 +5,11 @@
 // items, each block loading the next item's K, V, Q, dO, out and lse into the second
 // shared-memory stage while it computes the current one. Deterministic: no atomics.
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/flash_attention_backward_tile.cuh"
-#include "kernels/cuda/flash_attention_launch.cuh"
+#include "kernels/cuda/flash_attention/backward_tile.cuh"
+#include "kernels/cuda/flash_attention/launch.cuh"
 
 namespace nmt::cuda::flash {
 namespace {
-
-constexpr int kOperands = 5;  // staged per item: k, v, q, d_out, out
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) backward_short_kernel(const Params p) {

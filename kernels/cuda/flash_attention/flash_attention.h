@@ -1,5 +1,5 @@
 // CUDA side of the fused attention (kernels/fused_attention.h): tiled tensor-core kernels for
-// bf16 / f16 with head_dim 64 or 128 (kernels/cuda/flash_attention_*.cu). Arguments are checked
+// bf16 / f16 with head_dim 64 or 128 (kernels/cuda/flash_attention/*.cu). Arguments are checked
 // by the dispatch in kernels/fused_attention.cpp; these check only what the kernels assume.
 #pragma once
 

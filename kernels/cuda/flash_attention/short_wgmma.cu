@@ -1,21 +1,18 @@
 // Fused attention for short sentences (q_len and kv_len <= 64, the NMT case) on Hopper: the
-// persistent short kernels of flash_attention_forward.cu / _backward_short.cu with the products
+// persistent short kernels of forward.cu / _backward_short.cu with the products
 // on wgmma (kernels/cuda/wgmma.cuh) instead of mma.sync. One warpgroup per block; a block walks
 // (sentence, head) items, loading the next item's tiles (swizzled, cp.async) into the second
 // shared-memory stage while it computes the current one. A whole item is one 64x64 tile, so the
 // forward needs no online rescaling and the backward block owns complete dQ rows (dSᵀ goes
 // through shared memory, delta comes from the staged out tile). Deterministic: no atomics.
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/flash_attention_common.cuh"
-#include "kernels/cuda/flash_attention_launch.cuh"
+#include "kernels/cuda/flash_attention/common.cuh"
+#include "kernels/cuda/flash_attention/launch.cuh"
+#include "kernels/cuda/flash_attention/traits_short_wgmma.h"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace nmt::cuda::flash {
 namespace {
-
-// One [64][D] operand tile: D / 64 swizzled blocks.
-template <int D>
-constexpr int kOperandBytes = D / 64 * wgmma::kBlockBytes;
 
 // The A fragment of keys (or queries) 16kk..16kk+15 from the accumulator chunks 2kk, 2kk + 1.
 template <typename T>

@@ -9,9 +9,9 @@
 #include <cmath>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/flash_attention.h"
-#include "kernels/cuda/flash_attention_common.cuh"
-#include "kernels/cuda/flash_attention_launch.cuh"
+#include "kernels/cuda/flash_attention/common.cuh"
+#include "kernels/cuda/flash_attention/flash_attention.h"
+#include "kernels/cuda/flash_attention/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace nmt::cuda::flash {

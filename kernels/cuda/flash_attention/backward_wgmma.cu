@@ -1,5 +1,5 @@
 // Fused attention backward for kv_len > 64 on Hopper (sm_90a): the dQ and dK/dV kernels of
-// flash_attention_backward_dq.cu / flash_attention_backward.cu rewritten with warpgroup MMAs
+// backward_dq.cu / backward.cu rewritten with warpgroup MMAs
 // (kernels/cuda/wgmma.cuh), deterministic as they are (no atomics, one fixed summation order).
 //   1. dQ, per 64 queries of a warpgroup, looping over 64-key tiles: delta = rowsum(dO * O) of its
 //      queries (stored for step 2; no separate delta kernel), S = Q Kᵀ and dP = dO Vᵀ issued
@@ -15,22 +15,13 @@
 #include <cmath>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/flash_attention_common.cuh"
-#include "kernels/cuda/flash_attention_launch.cuh"
+#include "kernels/cuda/flash_attention/common.cuh"
+#include "kernels/cuda/flash_attention/launch.cuh"
+#include "kernels/cuda/flash_attention/traits_backward_wgmma.h"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace nmt::cuda::flash {
 namespace {
-
-constexpr int kGroupThreads = 128;  // one warpgroup: 4 warps of 16 rows, 64 rows of a product
-static_assert(kGroupThreads == kThreads,
-              "a warpgroup fills a dropout tile as fill_dropout_tile's block");
-constexpr int kPrefetch = 2;  // tiles in flight ahead of the one in use
-// cp.async stages of the streamed tiles: the last product of an iteration still runs while the
-// copies of the tile after next are issued, so a stage is refilled two iterations after its use.
-constexpr int kStages = kPrefetch + 2;
-template <int D>
-constexpr int kSwizzledTile = kTile* D;  // elements of a swizzled [64][D] tile (D / 64 blocks)
 
 __device__ __forceinline__ void group_barrier(int group) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(group + 1), "n"(kGroupThreads) : "memory");
@@ -475,15 +466,6 @@ __global__ void __launch_bounds__(kGroups* kGroupThreads, 2 / kGroups)
   wgmma::store_rows<T, D>(dq + group_row0 * p.dq_stride, p.dq_stride, dq_tile, q_rows - group_row0,
                           warp, lane);
 }
-
-// Warpgroups per block: for D = 64 one, so that two independent blocks share an SM (their
-// barriers do not hold each other up); for D = 128 two, sharing the streamed tiles (one block of
-// one warpgroup per SM would leave the tensor cores idle while it waits).
-template <int D>
-constexpr int kGroupsFor = D == 64 ? 1 : 2;
-
-template <typename T, int D>
-constexpr size_t kTileBytes = kSwizzledTile<D> * sizeof(T);
 
 template <typename T, int D, bool kDropout>
 void launch_dkdv(const Params& p, cudaStream_t stream) {

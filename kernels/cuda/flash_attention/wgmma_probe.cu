@@ -1,7 +1,7 @@
 // Whether the wgmma variants of the fused attention kernels can run: the GPU is compute 9.0 and
 // this library was compiled for sm_90a (elsewhere kernels/cuda/wgmma.cuh compiles to traps).
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/flash_attention_launch.cuh"
+#include "kernels/cuda/flash_attention/launch.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace nmt::cuda::flash {

@@ -4,27 +4,25 @@
 //      A separate kernel, except in the one-key-tile case below, which computes it itself.
 //   2. One block per (64-key tile, sentence, head): dK and dV, looping over the query tiles that
 //      see those keys; P is recomputed from q, k and the saved lse, the dropout mask regenerated.
-//   3. dQ, one block per query tile looping over key tiles (flash_attention_backward_dq.cu).
+//   3. dQ, one block per query tile looping over key tiles (backward_dq.cu).
 // When kv_len <= 64 a key tile holds every key, so the dK/dV block also owns complete dQ rows: it
 // writes them itself (dS through shared memory) and steps 1 and 3 are skipped; this is the NMT
 // case, where the whole backward is one launch.
 // Longer keys on Hopper with 16-byte aligned rows use the warpgroup-MMA kernels instead
-// (flash_attention_backward_wgmma.cu: dQ with delta fused, then dK/dV); these mma.sync kernels
+// (backward_wgmma.cu: dQ with delta fused, then dK/dV); these mma.sync kernels
 // remain the fallback.
 #include <cmath>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/flash_attention.h"
-#include "kernels/cuda/flash_attention_backward_tile.cuh"
-#include "kernels/cuda/flash_attention_common.cuh"
-#include "kernels/cuda/flash_attention_launch.cuh"
+#include "kernels/cuda/flash_attention/backward_tile.cuh"
+#include "kernels/cuda/flash_attention/common.cuh"
+#include "kernels/cuda/flash_attention/flash_attention.h"
+#include "kernels/cuda/flash_attention/launch.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 
 namespace nmt::cuda::flash {
 namespace {
-
-constexpr int kDeltaWarps = 8;
 
 // One warp per (query row, head).
 template <typename T, int D>
