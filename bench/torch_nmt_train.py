@@ -8,7 +8,7 @@ with the modules a PyTorch user would pick:
 - Model: nn.TransformerEncoder / nn.TransformerDecoder of nn.TransformerEncoderLayer /
   DecoderLayer (batch_first, activation relu, norm_first for model.norm = pre, layer_norm_eps =
   model.layernorm_eps) with final LayerNorms when pre-norm; one shared embedding table
-  N(0, d^-1/2), scaled by sqrt(d) plus engine/transformer.cpp's sinusoid (sin in dims [0, d/2),
+  N(0, d^-1/2), scaled by sqrt(d) plus engine/model/transformer.cpp's sinusoid (sin in dims [0, d/2),
   cos in [d/2, d), inv_freq_i = exp(-i ln(10000) / (d/2 - 1))), dropout model.dropout on the
   embeddings; the output projection is the embedding table (tied, no bias). Dropout as ours:
   model.dropout on every residual branch (dropout1/2/3), model.attention_dropout on the attention
@@ -20,7 +20,7 @@ with the modules a PyTorch user would pick:
 - Optimiser: Adam(beta1, beta2, epsilon, fused=True) (AdamW when optimizer.weight_decay > 0: ours
   decays decoupled). Ours is TensorFlow's Adam, eps added to sqrt(v) before the bias correction;
   PyTorch adds it after; with eps 1e-9 the difference is below bf16 resolution.
-- Learning rate: engine/lr_schedule.cpp's policies, step 1-based (inverse_sqrt: linear warmup from
+- Learning rate: engine/train/lr_schedule.cpp's policies, step 1-based (inverse_sqrt: linear warmup from
   warmup_init_lr, then learning_rate * sqrt(warmup / step)).
 - Precision: train.precision bf16 = torch.autocast bf16 (fp32 master weights), fp16 = autocast +
   GradScaler, fp32 = none.
@@ -31,7 +31,7 @@ with the modules a PyTorch user would pick:
   sentences * max(padded src, padded tgt + 1) <= batch_tokens (padding to multiples of 8), batch
   order shuffled with the same generator. With the same train.seed the twin sees the same batches
   in the same order as nmt-train (only dropout masks differ).
-- Evaluation (every eval.every_steps and at train.max_steps), as engine/evaluator.cpp
+- Evaluation (every eval.every_steps and at train.max_steps), as engine/train/evaluator.cpp
   (docs/decoding.md "Dev evaluation during training"): every line of the dev file is scored, in
   file order (the first eval.max_sentences lines when set). Dev loss (label-smoothed, per target
   token) over the scored pairs within the training model's plan (padded source and padded target
@@ -92,7 +92,7 @@ import sys  # noqa: E402
 import numpy as np  # noqa: E402
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # data/special_ids.h
-PAD_MULTIPLE = 8  # engine/training_data.cpp kPadMultiple
+PAD_MULTIPLE = 8  # engine/train/training_data.cpp kPadMultiple
 MASK64 = (1 << 64) - 1
 INIT_SCHEMES = ("torch", "torch-independent", "xavier", "fairseq", "scaled", "small", "deepnet",
                 "nn-transformer")
@@ -103,7 +103,7 @@ def elapsed():
 
 
 # ---------------------------------------------------------------------------------------------
-# Config: nmt-train's JSON (with comments) and --set overrides; defaults as engine/config.h.
+# Config: nmt-train's JSON (with comments) and --set overrides; defaults as engine/config/config.h.
 
 DEFAULTS = {
     "model": {"encoder_layers": 6, "decoder_layers": 6, "d_model": 512, "num_heads": 8,
@@ -203,7 +203,7 @@ def load_config(path, overrides):
 
 
 def learning_rate_at(s, d_model, step):
-    """engine/lr_schedule.cpp, step 1-based."""
+    """engine/train/lr_schedule.cpp, step 1-based."""
     step = max(step, 1)
     warmup = max(s["warmup_steps"], 1)
     if s["policy"] == "transformer_policy":
@@ -387,7 +387,7 @@ def eval_batches(src, tgt, pairs, max_tokens):
 
 
 def target_limit(length, max_positions, a=1.5, b=10):
-    """engine/evaluator.cpp target_limit (greedy: BeamOptions a = 1.5, b = 10): floor(a·n + b)
+    """engine/train/evaluator.cpp target_limit (greedy: BeamOptions a = 1.5, b = 10): floor(a·n + b)
     target tokens (eos excluded) for an n-token source, the prefix (bos + tokens) within
     model.max_positions."""
     return max(0, min(int(math.floor(a * length + b)), max_positions - 1))
@@ -725,7 +725,7 @@ def greedy_decode(model, src, max_new):
 # Evaluation and training
 
 class DevSet:
-    """engine/evaluator.cpp evaluate_dev's plan for one dev split: the first eval.max_sentences
+    """engine/train/evaluator.cpp evaluate_dev's plan for one dev split: the first eval.max_sentences
     lines (0 = every line) of the dev file, in file order. The dev loss covers the pairs within the
     training model's plan (padded source and padded target + 1 <= max_len, max_len =
     padded(max(data.max_src_len, data.max_tgt_len + 1))); decoding covers every scored line, the
@@ -773,7 +773,7 @@ class DevSet:
 def evaluate(model, dev, sp, label_smoothing, autocast):
     """Dev loss (label-smoothed, per target token) over the pairs within the training limits,
     greedy decoding of every scored line, BLEU over them in file order against the same lines of
-    the reference file. The record's counts are engine/run_report.cpp's eval_record_json's."""
+    the reference file. The record's counts are engine/report/run_report.cpp's eval_record_json's."""
     import sacrebleu
     import torch
     model.eval()
@@ -802,7 +802,7 @@ def evaluate(model, dev, sp, label_smoothing, autocast):
 
 
 def eval_lines(e, dev, prefix="", digits=4):
-    """The eval lines of engine/evaluator.cpp format_eval (loss, counts, the warning for cut
+    """The eval lines of engine/train/evaluator.cpp format_eval (loss, counts, the warning for cut
     sources, the BLEU line), without its accuracies."""
     out = [f"{prefix}dev loss {e['loss']:.{digits}f} ({e['loss_sentences']} of {e['sentences']} lines "
            f"within the training length limits) | {e['sentences']} of {e['lines_in_file']} lines scored"]
@@ -1038,7 +1038,7 @@ def self_test_evaluation(check):
 
     # max_positions not a multiple of 8: a cut source fills the position table exactly.
     vocab, max_src_len, max_tgt_len, max_positions = 60, 16, 15, 42
-    max_len = round_up(max(max_src_len, max_tgt_len + 1))  # engine/training_data.cpp: 16
+    max_len = round_up(max(max_src_len, max_tgt_len + 1))  # engine/train/training_data.cpp: 16
     rng = np.random.default_rng(3)
     src_lens = [5, 12, 20, 30, 55, 0, 7, 16, 3, 44, 9]  # within, over the plan, over max_positions
     tgt_lens = [6, 10, 18, 25, 50, 4, 20, 14, 2, 40, 8]
@@ -1144,7 +1144,7 @@ def self_test():
                 ok &= expect == hyp
         check(ok, f"cached greedy decoding = full decoder argmax ({norm}-norm)")
 
-    # 2. Dev evaluation (engine/evaluator.cpp's rule; test/engine/eval_coverage_test.cpp): every
+    # 2. Dev evaluation (engine/train/evaluator.cpp's rule; test/engine/eval_coverage_test.cpp): every
     # line scored in file order, whatever the batching; sources over max_positions cut (counted);
     # an empty source gives ""; the loss over the pairs within the training plan only.
     try:

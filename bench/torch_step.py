@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch peer of bench-step: the same Transformer (engine/transformer.cpp's architecture:
+"""The PyTorch peer of bench-step: the same Transformer (engine/model/transformer.cpp's architecture:
 embeddings * sqrt(d) + sinusoid, post-norm by default, ReLU FFN, shared embedding tied to the
 output projection without bias, dropout 0.1 on embeddings, residual branches, attention
 probabilities and inside the FFN), label-smoothed cross-entropy summed over target tokens and
@@ -127,7 +127,7 @@ class Seq2Seq(nn.Module):
 
 
 def forward_matmul_flops(d, ffn, layers, vocab, batch, src_len, tgt_len):
-    """engine/flop_count.cpp: the forward pass's matrix products on the padded shapes."""
+    """engine/model/flop_count.cpp: the forward pass's matrix products on the padded shapes."""
     src_rows, tgt_rows = batch * src_len, batch * tgt_len
     linear = lambda rows, n_in, n_out: 2 * rows * n_in * n_out
     core = lambda q_len, kv_len: 4 * batch * q_len * kv_len * d
@@ -139,7 +139,7 @@ def forward_matmul_flops(d, ffn, layers, vocab, batch, src_len, tgt_len):
 
 
 def peak_flops(name, precision):
-    """Dense tensor-core peak of the Hopper SXM cards (engine/device_peak.cpp), else 0."""
+    """Dense tensor-core peak of the Hopper SXM cards (engine/report/device_peak.cpp), else 0."""
     if any(card in name for card in ("H100 PCIe", "H100 NVL", "H200 NVL")):
         return 0.0
     if "H100" in name or "H200" in name:

@@ -9,6 +9,25 @@
 
 namespace nmt {
 
+// Every padded length is a multiple of this (tensor-core tiles and aligned rows like multiples of
+// 8): the project's one padding constant.
+inline constexpr int64_t kPadMultiple = 8;
+
+// n rounded up to a multiple of `multiple`.
+inline int64_t padded_length(int64_t n, int64_t multiple = kPadMultiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+// The widest padded pair of sentences at most max_src_len / max_tgt_len tokens long: the longer of
+// the padded source and the padded decoder side (target + 1 for bos in / eos out). The longest
+// padded sentence any batch holds, and the model's planned length.
+inline int64_t widest_padded_pair(int64_t max_src_len, int64_t max_tgt_len,
+                                  int64_t multiple = kPadMultiple) {
+  int64_t src = padded_length(max_src_len, multiple),
+          tgt = padded_length(max_tgt_len + 1, multiple);
+  return src > tgt ? src : tgt;
+}
+
 struct Batch {
   int64_t sentences = 0;  // B
   int64_t src_len = 0;    // S: padded source length (a multiple of the batcher's pad_multiple)

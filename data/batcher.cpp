@@ -41,8 +41,7 @@ TokenBatcher::TokenBatcher(const ParallelCorpus& corpus, TokenBatcherOptions opt
   require(o.window >= 1, "window must be >= 1");
   require(o.pad_multiple >= 1, "pad_multiple must be >= 1");
   require(o.max_src_len >= 1 && o.max_tgt_len >= 1, "max_src_len and max_tgt_len must be >= 1");
-  const int64_t widest = std::max(round_up(o.max_src_len, o.pad_multiple),
-                                  round_up(o.max_tgt_len + 1, o.pad_multiple));
+  const int64_t widest = widest_padded_pair(o.max_src_len, o.max_tgt_len, o.pad_multiple);
   require(widest <= o.max_tokens,
           "max_tokens " + std::to_string(o.max_tokens) + " cannot hold one pair of max_src_len " +
               std::to_string(o.max_src_len) + " / max_tgt_len " + std::to_string(o.max_tgt_len) +

@@ -25,7 +25,7 @@ struct TokenBatcherOptions {
   // the epoch still mixes (windows come from a per-epoch shuffle).
   int64_t window = 65536;
   uint64_t seed = 1;
-  int64_t pad_multiple = 8;
+  int64_t pad_multiple = kPadMultiple;
   int64_t max_src_len = 256;  // source tokens
   int64_t max_tgt_len = 256;  // target tokens; the decoder sees one more (bos in, eos out)
   LengthPolicy length_policy = LengthPolicy::kDrop;

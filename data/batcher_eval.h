@@ -13,7 +13,7 @@ namespace nmt {
 struct EvalBatcherOptions {
   int64_t max_tokens = 8192;     // sentences * max(padded source, padded decoder length)
   int64_t max_sentences = 1024;  // 0 = no cap
-  int64_t pad_multiple = 8;
+  int64_t pad_multiple = kPadMultiple;
   // Group pairs of like length (less padding, faster decoding); false keeps corpus order.
   bool sort_by_length = true;
   int64_t world_size = 1;  // batch b goes to rank b % world_size

@@ -1,5 +1,6 @@
-// Ops of incremental decoding (engine/incremental_decoder.h): the token embedding of one given
-// position, writing one position of a key/value cache, and gathering cache blocks (beam reorder).
+// Ops of incremental decoding (engine/decode/incremental_decoder.h): the token embedding of one
+// given position, writing one position of a key/value cache, and gathering cache blocks (beam
+// reorder).
 #pragma once
 
 #include <cstdint>

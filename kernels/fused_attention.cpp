@@ -6,7 +6,7 @@
 #include <string>
 
 #include "kernels/cpu/fused_attention.h"
-#include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/flash_attention/flash_attention.h"
 #include "kernels/dispatch_checks.h"
 
 namespace nmt {

@@ -13,7 +13,7 @@
 // Backward recomputes the probabilities from q, k and lse. On CUDA it is deterministic without
 // atomics: delta = rowsum(d_out * out), then one block per key tile sums dK, dV over the query
 // tiles and one block per query tile sums dQ over the key tiles (recomputing P and dP a second
-// time); when kv_len <= 64 one launch does all of it (see kernels/cuda/flash_attention_backward.cu).
+// time); when kv_len <= 64 one launch does all of it (see kernels/cuda/flash_attention/backward.cu).
 //
 // Backends: the CPU (f32, any head_dim) is the readable reference built on kernels/cpu/attention.h;
 // CUDA (bf16 / f16, head_dim 64 or 128) runs the tiled tensor-core kernels of

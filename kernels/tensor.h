@@ -1,5 +1,5 @@
 // Tensor: a non-owning view (pointer, dtype, device, shape) that every op takes. Memory is owned
-// elsewhere (engine/arena.h); a view never allocates or frees.
+// elsewhere (engine/model/arena.h); a view never allocates or frees.
 #pragma once
 
 #include <array>

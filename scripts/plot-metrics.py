@@ -5,9 +5,9 @@ loss, dev loss and learning rate, each against the step.
 
 usage: plot-metrics.py runs/x/metrics.jsonl [-o plot.png] [--title TEXT] [--print-series]
 
-Record format: engine/run_report.cpp (train_record_json, eval_record_json). A resumed run appends
+Record format: engine/report/run_report.cpp (train_record_json, eval_record_json). A resumed run appends
 to the file after a "resume" event; lines above its step came from the interrupted run after its
-last checkpoint and are dropped (engine/run_report.h), and the last record per (event, step) wins.
+last checkpoint and are dropped (engine/report/run_report.h), and the last record per (event, step) wins.
 Exit codes: 0 written; 1 bad input; 2 matplotlib missing.
 """
 import argparse

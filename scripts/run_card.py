@@ -7,7 +7,7 @@ with the answer in a sentence, the numbers behind it and the evidence.
 usage: run_card.py RUN_DIR [-o OUT_DIR] [--no-plots] [--quiet]
 
 Works on finished, stopped and crashed runs: a missing report.json, end event or telemetry is named
-in the card. Records: engine/run_report.cpp, engine/run_telemetry.h. Verdicts:
+in the card. Records: engine/report/run_report.cpp, engine/train/run_telemetry.h. Verdicts:
 scripts/run_card_verdicts.py. Without matplotlib the card is written without plots (one line says
 so). Exit codes: 0 written; 1 bad input.
 """

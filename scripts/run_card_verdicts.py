@@ -337,7 +337,7 @@ def network_verdict(p):
 # ---- The learning rate ----
 
 def learning_rate_at(schedule, d_model, step):
-    """engine/lr_schedule.cpp, step 1-based."""
+    """engine/train/lr_schedule.cpp, step 1-based."""
     s = float(max(step, 1))
     warmup = float(max(schedule.get("warmup_steps", 1), 1))
     lr = schedule["learning_rate"]

@@ -7,7 +7,7 @@ target), computes the same in PyTorch (float64 by default) and compares.
 usage: torch_crosscheck.py --checkpoint runs/x/ckpt/ckpt-800 [--score build/apps/nmt-score/nmt-score]
          (--src FILE --tgt FILE [--ids] | --random-pairs N) [--device cpu|cuda] [--tolerance 1e-3]
 
-The architecture mirrors engine/transformer.cpp: embeddings table[id] * sqrt(d_model) plus the
+The architecture mirrors engine/model/transformer.cpp: embeddings table[id] * sqrt(d_model) plus the
 sinusoid of kernels/embedding.h (sin in the first half of the dimensions, cos in the second,
 inv_freq_i = exp(-i ln(10000) / max(d/2 - 1, 1))); post-norm LN(x + f(x)) or pre-norm
 x + f(LN(x)) with final encoder/decoder norms; attention with q/k/v/out projections and

@@ -9,7 +9,7 @@
 #include <iostream>
 #include <stdexcept>
 
-#include "engine/checkpoint_average.h"
+#include "engine/checkpoint/checkpoint_average.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"nmt-average: average the weights of several checkpoints of one model"};

@@ -9,7 +9,7 @@
 #include <iostream>
 #include <stdexcept>
 
-#include "engine/marian_export.h"
+#include "engine/checkpoint/marian_export.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"nmt-export: write a checkpoint in a format another toolkit reads"};

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/run_card_command.h"
+#include "engine/report/run_card_command.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -11,19 +11,15 @@
 #include "data/batch.h"
 #include "data/special_ids.h"
 #include "data/vocab.h"
-#include "engine/checkpoint.h"
-#include "engine/decode_translate.h"
-#include "engine/safetensors.h"
-#include "engine/trainer.h"
-#include "engine/transformer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/safetensors.h"
+#include "engine/decode/decode_translate.h"
+#include "engine/model/transformer.h"
 #include "kernels/elementwise.h"
 
 namespace nmt {
 
 namespace {
-
-// The batcher's padding: batches the model was trained on have these padded lengths.
-constexpr int64_t kPadMultiple = 8;
 
 std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path);

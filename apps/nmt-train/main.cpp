@@ -11,9 +11,9 @@
 #include <iostream>
 
 #include "apps/cli_exit.h"
-#include "engine/config.h"
-#include "engine/run_card_command.h"
-#include "engine/trainer.h"
+#include "engine/config/config.h"
+#include "engine/report/run_card_command.h"
+#include "engine/train/trainer.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"nmt-train: train a Transformer translation model"};

@@ -1,7 +1,7 @@
 // nmt-translate: translates UTF-8 text, one segment per line, from stdin to stdout with a
 // checkpoint.
 //   nmt-translate --checkpoint DIR [--vocab PATH] [--beam 4] [--alpha 0.6] [--max-len-a 1.5]
-//                 [--max-len-b 10] [--batch-tokens N] [--device cpu|cuda] < in.txt > out.txt
+//                 [--max-len-b 10] [--step-rows N] [--device cpu|cuda] < in.txt > out.txt
 // Exit codes: 0 translated; 1 runtime error (nothing written to stdout); 2 usage error.
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "apps/cli_exit.h"
-#include "engine/decode_translate.h"
+#include "engine/decode/decode_translate.h"
 
 namespace {
 
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
                  "at most a * source tokens + b target tokens")
       ->capture_default_str();
   app.add_option("--max-len-b", options.beam.max_len_b, "see --max-len-a")->capture_default_str();
-  app.add_option("--batch-tokens", options.batch_tokens,
+  app.add_option("--step-rows,--batch-tokens", options.step_rows,
                  "decoder rows per step: sentences * beam * prefix length")
       ->capture_default_str();
   app.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)")

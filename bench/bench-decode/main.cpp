@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "data/special_ids.h"
-#include "engine/decode.h"
-#include "engine/transformer.h"
+#include "engine/decode/decode.h"
+#include "engine/model/transformer.h"
 #include "kernels/elementwise.h"
 
 namespace {
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   CLI::App app{"bench-decode: beam search with and without the decoder's key/value cache"};
   std::string device_name = "cpu", dtype_name = "f32", paths = "both";
   int64_t sentences = 16, source_len = 20, layers = 6, d_model = 512, heads = 8, ffn = 2048;
-  int64_t vocab = 8000, beam = 4, batch_tokens = 4096;
+  int64_t vocab = 8000, beam = 4, step_rows = 4096;
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype_name, "compute dtype: f32 or bf16 (cuda)")
       ->check(CLI::IsMember({"f32", "bf16"}));
@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
   app.add_option("--ffn", ffn, "feed-forward width")->check(CLI::PositiveNumber);
   app.add_option("--vocab", vocab, "vocabulary size")->check(CLI::Range(8, 1 << 20));
   app.add_option("--beam", beam, "beam size")->check(CLI::PositiveNumber);
-  app.add_option("--batch-tokens", batch_tokens, "as nmt-translate's")->check(CLI::PositiveNumber);
+  app.add_option("--step-rows,--batch-tokens", step_rows, "as nmt-translate's")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -85,12 +86,10 @@ int main(int argc, char** argv) {
     shape.compute_dtype = dtype_name == "bf16" ? nmt::DType::bf16 : nmt::DType::f32;
     nmt::BeamOptions options;
     options.beam = beam;
-    // nmt-translate's plan for this input (engine/decode_translate.cpp).
-    auto longest_target =
-        static_cast<int64_t>(std::floor(options.max_len_a * static_cast<double>(source_len) +
-                                        static_cast<double>(options.max_len_b)));
-    int64_t max_len = std::max(source_len, longest_target + 1);
-    int64_t max_rows = std::max(batch_tokens, beam * max_len);
+    // nmt-translate's plan for this input.
+    const nmt::DecodePlan plan =
+        nmt::plan_decoding(options, source_len, shape.max_positions, step_rows);
+    const int64_t max_len = plan.max_len, max_rows = plan.max_rows;
     nmt::Device device = device_name == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
     nmt::Transformer model(shape, device, max_rows, max_len);
     model.params().initialize(1);
@@ -105,12 +104,12 @@ int main(int argc, char** argv) {
 
     std::printf(
         "bench-decode: %s %s, %lld+%lld layers, d %lld, heads %lld, ffn %lld, vocab %lld; "
-        "%lld sources of %lld tokens, beam %lld, %lld-token limit, plan %lld rows\n",
+        "%lld sources of %lld tokens, beam %lld, plan length %lld, plan %lld rows\n",
         device_name.c_str(), dtype_name.c_str(), static_cast<long long>(layers),
         static_cast<long long>(layers), static_cast<long long>(d_model),
         static_cast<long long>(heads), static_cast<long long>(ffn), static_cast<long long>(vocab),
         static_cast<long long>(sentences), static_cast<long long>(source_len),
-        static_cast<long long>(beam), static_cast<long long>(longest_target),
+        static_cast<long long>(beam), static_cast<long long>(max_len),
         static_cast<long long>(max_rows));
     run(model, options, {sources.front()});  // warm-up: cuBLAS plans, scratch, first-touch pages
     Result incremental, full;

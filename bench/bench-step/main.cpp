@@ -16,12 +16,12 @@
 
 #include "bench/bench-step/step_timer.h"
 #include "data/batch.h"
-#include "engine/config.h"
-#include "engine/device_peak.h"
-#include "engine/flop_count.h"
-#include "engine/loss_scaler.h"
-#include "engine/optimizer.h"
-#include "engine/transformer.h"
+#include "engine/config/config.h"
+#include "engine/model/flop_count.h"
+#include "engine/model/transformer.h"
+#include "engine/report/device_peak.h"
+#include "engine/train/loss_scaler.h"
+#include "engine/train/optimizer.h"
 
 namespace {
 

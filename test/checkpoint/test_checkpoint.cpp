@@ -11,8 +11,8 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/checkpoint.h"
-#include "engine/transformer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/model/transformer.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
 

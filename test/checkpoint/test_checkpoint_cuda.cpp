@@ -5,9 +5,9 @@
 #include <fstream>
 #include <vector>
 
-#include "engine/arena.h"
-#include "engine/checkpoint.h"
-#include "engine/param_store.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/model/arena.h"
+#include "engine/model/param_store.h"
 #include "kernels/elementwise.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"

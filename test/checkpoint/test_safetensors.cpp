@@ -7,10 +7,10 @@
 #include <random>
 #include <vector>
 
-#include "engine/checkpoint.h"
-#include "engine/checkpoint_crc32c.h"
-#include "engine/safetensors.h"
-#include "engine/transformer.h"
+#include "data/crc32c.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/safetensors.h"
+#include "engine/model/transformer.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "test/support/catch.h"
 #include "test/support/lib/scratch_dir.h"
 

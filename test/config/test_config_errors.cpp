@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/config.h"
-#include "engine/config_schema.h"
+#include "engine/config/config.h"
+#include "engine/config/config_schema.h"
 #include "test/config/config_test_util.h"
 
 namespace nmt {

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <string>
 
-#include "engine/config.h"
-#include "engine/config_schema.h"
+#include "engine/config/config.h"
+#include "engine/config/config_schema.h"
 #include "test/config/config_test_util.h"
 
 namespace nmt {

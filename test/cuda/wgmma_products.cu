@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/flash_attention_launch.cuh"
+#include "kernels/cuda/flash_attention/launch.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "test/cuda/wgmma_products.h"
 

@@ -9,12 +9,12 @@
 #include <fstream>
 #include <memory>
 
-#include "engine/checkpoint.h"
-#include "engine/lr_schedule.h"
-#include "engine/optimizer.h"
-#include "engine/synthetic_reverse.h"
-#include "engine/trainer.h"
-#include "engine/transformer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/model/model_shape.h"
+#include "engine/model/transformer.h"
+#include "engine/train/lr_schedule.h"
+#include "engine/train/optimizer.h"
+#include "engine/train/synthetic_reverse.h"
 #include "test/support/tiny_run_config.h"
 
 namespace nmt::test {

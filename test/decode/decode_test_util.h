@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "test/support/lib/scratch_dir.h"
 
 namespace nmt::test {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "data/special_ids.h"
-#include "engine/arena.h"
-#include "engine/host_copy.h"
-#include "engine/incremental_decoder.h"
+#include "engine/decode/incremental_decoder.h"
+#include "engine/model/arena.h"
+#include "engine/model/host_copy.h"
 #include "kernels/elementwise.h"
 
 namespace nmt::test {

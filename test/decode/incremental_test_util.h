@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/transformer.h"
+#include "engine/model/transformer.h"
 
 namespace nmt::test {
 

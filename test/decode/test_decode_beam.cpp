@@ -6,10 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "engine/checkpoint.h"
-#include "engine/decode.h"
-#include "engine/synthetic_reverse.h"
-#include "engine/trainer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/decode/decode.h"
+#include "engine/model/model_shape.h"
+#include "engine/train/synthetic_reverse.h"
 #include "test/decode/decode_test_util.h"
 #include "test/support/catch.h"
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "data/prep.h"
-#include "engine/checkpoint.h"
-#include "engine/decode_translate.h"
-#include "engine/trainer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/decode/decode_translate.h"
+#include "engine/model/model_shape.h"
 #include "test/decode/decode_test_util.h"
 #include "test/support/catch.h"
 
@@ -190,7 +190,7 @@ TEST_CASE("translate_lines with a trained reversal checkpoint reverses its input
   CHECK(exact * 10 >= static_cast<int64_t>(out.size()) * 7);
   // Tiny batches (one sentence per step group) change nothing.
   nmt::TranslateOptions small = reverse_options();
-  small.batch_tokens = 1;
+  small.step_rows = 1;
   CHECK(nmt::translate_lines(small, text.sources) == out);
 }
 

@@ -4,11 +4,11 @@
 #include <memory>
 #include <vector>
 
-#include "engine/checkpoint.h"
-#include "engine/decode.h"
-#include "engine/incremental_decoder.h"
-#include "engine/synthetic_reverse.h"
-#include "engine/trainer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/decode/decode.h"
+#include "engine/decode/incremental_decoder.h"
+#include "engine/model/model_shape.h"
+#include "engine/train/synthetic_reverse.h"
 #include "test/decode/decode_test_util.h"
 #include "test/decode/incremental_test_util.h"
 #include "test/support/catch.h"

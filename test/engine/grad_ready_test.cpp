@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "data/batch.h"
-#include "engine/transformer.h"
+#include "engine/model/transformer.h"
 #include "test/support/catch.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // The dynamic loss scale: fixed at 1 for bf16/fp32, halves on overflow, doubles after a window of
 // clean steps, survives a checkpoint round trip, rejects a corrupt saved state.
-#include "engine/loss_scaler.h"
+#include "engine/train/loss_scaler.h"
 
 #include <stdexcept>
 

@@ -1,14 +1,14 @@
 // Initialisation schemes (model.init): every projection of a real Transformer is drawn from the
 // distribution its scheme names, which the test recomputes from the formulas (not from
-// engine/param_init.cpp): mean, standard deviation and range of each weight and bias, on the CPU.
-#include "engine/param_init.h"
+// engine/model/param_init.cpp): mean, standard deviation and range of each weight and bias, on the CPU.
+#include "engine/model/param_init.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "engine/transformer.h"
+#include "engine/model/transformer.h"
 #include "test/support/catch.h"
 
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "data/prep.h"
-#include "engine/config.h"
-#include "engine/trainer.h"
+#include "engine/config/config.h"
+#include "engine/train/trainer.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
 #include "test/support/tiny_run_config.h"

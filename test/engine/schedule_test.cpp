@@ -1,7 +1,7 @@
 // Learning-rate schedules against their formulas.
 #include <cmath>
 
-#include "engine/lr_schedule.h"
+#include "engine/train/lr_schedule.h"
 #include "test/support/catch.h"
 
 TEST_CASE("transformer_policy follows lr * d^-0.5 * min(step * warmup^-1.5, step^-0.5)", "[engine]") {

@@ -1,7 +1,7 @@
 // The synthetic reversal task: reversed targets, disjoint held-out set, deterministic batches.
 #include <set>
 
-#include "engine/synthetic_reverse.h"
+#include "engine/train/synthetic_reverse.h"
 #include "test/support/catch.h"
 
 TEST_CASE("synthetic:reverse batches are reversals, deterministic, and disjoint from held-out",

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/config.h"
-#include "engine/trainer.h"
+#include "engine/config/config.h"
+#include "engine/train/trainer.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
 #include "test/support/tiny_run_config.h"

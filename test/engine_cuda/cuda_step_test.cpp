@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "data/batch.h"
-#include "engine/config.h"
-#include "engine/optimizer.h"
-#include "engine/transformer.h"
+#include "engine/config/config.h"
+#include "engine/model/transformer.h"
+#include "engine/train/optimizer.h"
 #include "kernels/elementwise.h"
 #include "test/support/catch.h"
 

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "data/batch.h"
-#include "engine/config.h"
-#include "engine/optimizer.h"
-#include "engine/trainer.h"
-#include "engine/transformer.h"
+#include "engine/config/config.h"
+#include "engine/model/transformer.h"
+#include "engine/train/optimizer.h"
+#include "engine/train/trainer.h"
 #include "kernels/elementwise.h"
 #include "test/support/catch.h"
 

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/config.h"
-#include "engine/trainer.h"
+#include "engine/config/config.h"
+#include "engine/train/trainer.h"
 #include "test/engine_mpi/rank_compare.h"
 #include "test/support/catch.h"
 

@@ -9,13 +9,13 @@
 #include <set>
 #include <vector>
 
-#include "engine/checkpoint.h"
-#include "engine/checkpoint_average.h"
-#include "engine/marian_export.h"
-#include "engine/npz_writer.h"
-#include "engine/safetensors.h"
-#include "engine/trainer.h"
-#include "engine/transformer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/checkpoint_average.h"
+#include "engine/checkpoint/marian_export.h"
+#include "engine/checkpoint/npz_writer.h"
+#include "engine/checkpoint/safetensors.h"
+#include "engine/train/trainer.h"
+#include "engine/model/transformer.h"
 #include "kernels/sinusoid.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"

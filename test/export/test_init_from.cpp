@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint.h"
-#include "engine/checkpoint_average.h"
-#include "engine/config.h"
-#include "engine/trainer.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/checkpoint_average.h"
+#include "engine/config/config.h"
+#include "engine/train/trainer.h"
 #include "test/support/catch.h"
 #include "test/support/lib/scratch_dir.h"
 #include "test/support/tiny_run_config.h"

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "engine/device_peak.h"
-#include "engine/gpu_monitor.h"
+#include "engine/report/device_peak.h"
+#include "engine/report/gpu_monitor.h"
 #include "test/reporting/gpu_busy.h"
 #include "test/support/catch.h"
 

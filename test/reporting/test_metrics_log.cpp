@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/metrics_log.h"
+#include "engine/report/metrics_log.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
 

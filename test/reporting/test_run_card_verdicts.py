@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Unit tests of scripts/run_card_verdicts.py on synthetic curves: a plateau, a still-rising
 curve, a falling one, a noisy short one, an overfitting curve, a network-bound profile, the
-learning-rate schedules against engine/lr_schedule.cpp's formulas, and the statistics."""
+learning-rate schedules against engine/train/lr_schedule.cpp's formulas, and the statistics."""
 import math
 import os
 import random

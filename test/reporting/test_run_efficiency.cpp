@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "data/shard.h"
-#include "engine/dataset_stats.h"
-#include "engine/device_peak.h"
-#include "engine/flop_count.h"
-#include "engine/gpu_monitor.h"
-#include "engine/run_report.h"
+#include "engine/model/flop_count.h"
+#include "engine/report/dataset_stats.h"
+#include "engine/report/device_peak.h"
+#include "engine/report/gpu_monitor.h"
+#include "engine/report/run_report.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
 

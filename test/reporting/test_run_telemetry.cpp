@@ -5,8 +5,8 @@
 #include <fstream>
 #include <string>
 
-#include "engine/data_parallel.h"
-#include "engine/run_telemetry.h"
+#include "engine/train/data_parallel.h"
+#include "engine/train/run_telemetry.h"
 #include "test/support/catch.h"
 #include "test/support/lib/scratch_dir.h"
 

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/checkpoint_crc32c.h"
-#include "engine/tensorboard.h"
+#include "data/crc32c.h"
+#include "engine/report/tensorboard.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
 

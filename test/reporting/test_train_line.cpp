@@ -2,7 +2,7 @@
 // scale only when it is dynamic, and skipped steps.
 #include <string>
 
-#include "engine/run_report.h"
+#include "engine/report/run_report.h"
 #include "test/support/catch.h"
 
 TEST_CASE("train line: means of the interval, loss scale when dynamic, skipped steps",

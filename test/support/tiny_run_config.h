@@ -3,7 +3,7 @@
 // Each suite then sets what it tests (steps, schedule, dropout, device).
 #pragma once
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 namespace nmt::test {
 

@@ -1,0 +1,306 @@
+// Beam search: grouping sources to fit the model's plan, the step loop (one decoder position per
+// hypothesis through a StepDecoder, then a reorder of its caches), expansion with a host-side
+// log-softmax, and the finishing rules.
+#include "engine/decode/decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "engine/decode/full_prefix_decoder.h"
+#include "engine/decode/incremental_decoder.h"
+#include "engine/model/host_copy.h"
+
+namespace nmt {
+
+namespace {
+
+struct LiveHypothesis {
+  std::vector<int32_t> tokens;  // [generated] ids, no bos
+  double log_prob = 0;
+  int32_t parent = 0;  // slot of the hypothesis it extends, among the previous step's live ones
+};
+
+struct Candidate {
+  double log_prob;  // of the parent extended by `token`
+  int32_t token;
+  int32_t slot;  // index of the parent among the sentence's live hypotheses
+};
+
+// The search state of one sentence.
+struct SentenceSearch {
+  int64_t max_new = 0;  // target tokens allowed before eos is forced
+  std::vector<LiveHypothesis> live;
+  std::vector<Hypothesis> finished;
+};
+
+double log_sum_exp(const float* row, int64_t vocab) {  // row: [vocab] logits
+  float top = *std::max_element(row, row + vocab);
+  double sum = 0;  // float exponentials (each in (0, 1]), summed in double
+  for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - top);
+  return top + std::log(sum);
+}
+
+// The ids of the `count` highest logits, highest first. Equal logits keep the lower id first, as
+// greedy_decode's argmax does: this is what makes beam 1 reproduce it token for token.
+void top_ids(const float* row, int64_t vocab, int64_t count, std::vector<int32_t>& out) {
+  out.clear();
+  for (int64_t j = 0; j < vocab; ++j) {
+    if (static_cast<int64_t>(out.size()) == count && !(row[j] > row[out.back()])) continue;
+    size_t pos = out.size();
+    while (pos > 0 && row[out[pos - 1]] < row[j]) --pos;
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(pos), static_cast<int32_t>(j));
+    if (static_cast<int64_t>(out.size()) > count) out.pop_back();
+  }
+}
+
+// Extends every live hypothesis of `s` by one token. Candidates are ranked by log-probability; an
+// eos among the best `beam` finishes its parent, and the best `beam` others stay live. Each parent
+// offers its beam + 1 best tokens: enough for `beam` non-eos children even when one is eos.
+void expand(SentenceSearch& s, const float* logits,  // [live, vocab] logits of the last position
+            int64_t vocab, const BeamOptions& o, std::vector<Candidate>& candidates,
+            std::vector<int32_t>& ids) {
+  auto generated = static_cast<int64_t>(s.live.front().tokens.size());
+  bool forced = generated >= s.max_new;  // at the length limit only eos may follow
+  candidates.clear();
+  for (size_t slot = 0; slot < s.live.size(); ++slot) {
+    const float* row = logits + static_cast<int64_t>(slot) * vocab;
+    double lse = log_sum_exp(row, vocab);
+    if (forced) {
+      ids.assign(1, kEosId);
+    } else {
+      top_ids(row, vocab, std::min(o.beam + 1, vocab), ids);
+    }
+    for (int32_t id : ids)
+      candidates.push_back(
+          {s.live[slot].log_prob + (row[id] - lse), id, static_cast<int32_t>(slot)});
+  }
+  // Stable: equal scores keep parent order, then logit order (beam 1 = greedy's argmax).
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.log_prob > b.log_prob; });
+  std::vector<LiveHypothesis> next;
+  for (size_t n = 0; n < candidates.size(); ++n) {
+    const Candidate& c = candidates[n];
+    const LiveHypothesis& parent = s.live[c.slot];
+    if (c.token == kEosId) {
+      if (static_cast<int64_t>(n) < o.beam)
+        s.finished.push_back(
+            {parent.tokens, c.log_prob, c.log_prob / length_penalty(generated + 1, o.alpha)});
+    } else if (static_cast<int64_t>(next.size()) < o.beam) {
+      LiveHypothesis child{parent.tokens, c.log_prob, c.slot};
+      child.tokens.push_back(c.token);
+      next.push_back(std::move(child));
+    }
+    if (static_cast<int64_t>(next.size()) == o.beam && static_cast<int64_t>(n) + 1 >= o.beam) break;
+  }
+  s.live = std::move(next);
+}
+
+// True when the sentence's answer can no longer change: no live hypothesis left, `beam` finished,
+// or no live hypothesis can end with a better score than the best finished one. Log-probabilities
+// only fall as tokens are added, and with alpha >= 0 the penalty is largest at the length limit,
+// so log_prob / lp(max_new + 1) bounds every score a live hypothesis can still reach.
+bool settled(const SentenceSearch& s, const BeamOptions& o) {
+  if (s.live.empty() || static_cast<int64_t>(s.finished.size()) >= o.beam) return true;
+  if (s.finished.empty()) return false;
+  double best = s.finished.front().score;
+  for (const Hypothesis& h : s.finished) best = std::max(best, h.score);
+  double largest_penalty = length_penalty(s.max_new + 1, o.alpha);
+  for (const LiveHypothesis& h : s.live)
+    if (h.log_prob / largest_penalty > best) return false;
+  return true;
+}
+
+}  // namespace
+
+void validate_beam_options(const BeamOptions& o) {
+  if (o.beam < 1)
+    throw std::invalid_argument("beam: must be at least 1, got " + std::to_string(o.beam));
+  if (!std::isfinite(o.alpha) || o.alpha < 0)
+    throw std::invalid_argument("alpha: the length penalty exponent must be >= 0, got " +
+                                std::to_string(o.alpha));
+  if (!std::isfinite(o.max_len_a) || o.max_len_a < 0)
+    throw std::invalid_argument("max-len-a: must be >= 0, got " + std::to_string(o.max_len_a));
+  if (o.max_len_b < 0)
+    throw std::invalid_argument("max-len-b: must be >= 0, got " + std::to_string(o.max_len_b));
+}
+
+double length_penalty(int64_t length, double alpha) {
+  return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+}
+
+int64_t max_target_tokens(const BeamOptions& o, int64_t source_tokens, const Transformer& model) {
+  // The prefix (bos + tokens) must fit the planned length, and beam prefixes the planned rows.
+  int64_t limit = std::min(model.max_len() - 1, model.max_rows() / o.beam - 1);
+  double rule = std::floor(o.max_len_a * static_cast<double>(source_tokens) +
+                           static_cast<double>(o.max_len_b));
+  return std::max<int64_t>(0, static_cast<int64_t>(std::min(rule, static_cast<double>(limit))));
+}
+
+BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
+    : model_(model), options_(options) {
+  validate_beam_options(options);
+  if (options.full_prefix) {
+    decoder_ = std::make_unique<FullPrefixDecoder>(model);
+    return;
+  }
+  // Groups keep sentences * rows_needed <= max_rows, and rows_needed is smallest for one-token
+  // sources: that bounds the hypotheses of a step. Each cache holds max_rows positions, which is
+  // what a group's sentences * beam * max(source, prefix) may reach.
+  int64_t sentences = std::max<int64_t>(1, model.max_rows() / rows_needed(1, 1));
+  IncrementalCapacity capacity;
+  capacity.rows = sentences * options.beam;
+  capacity.source_len = model.max_len();
+  capacity.positions = model.max_len();
+  capacity.cache_rows = model.max_rows();
+  decoder_ = std::make_unique<IncrementalDecoder>(model, capacity);
+}
+
+int64_t BeamSearch::rows_needed(int64_t padded_source, int64_t longest_source) const {
+  int64_t longest_prefix = max_target_tokens(options_, longest_source, model_) + 1;
+  return options_.beam * std::max(padded_source, longest_prefix);
+}
+
+std::vector<std::vector<Hypothesis>> BeamSearch::search(
+    const std::vector<std::vector<int32_t>>& sources) {
+  std::vector<std::vector<Hypothesis>> out(sources.size());
+  std::vector<std::vector<int32_t>> group;
+  std::vector<int64_t> group_ids;
+  int64_t group_longest = 0;
+  auto flush = [&] {
+    if (group.empty()) return;
+    std::vector<std::vector<int32_t>> no_targets(group.size());
+    std::vector<std::vector<Hypothesis>> found =
+        search_fitting(make_batch(group, no_targets, group_ids, 1));
+    for (size_t m = 0; m < group.size(); ++m) out[group_ids[m]] = std::move(found[m]);
+    group.clear();
+    group_ids.clear();
+    group_longest = 0;
+  };
+  for (size_t i = 0; i < sources.size(); ++i) {
+    auto length = static_cast<int64_t>(sources[i].size());
+    if (length == 0) {
+      out[i].assign(1, Hypothesis{});
+      continue;
+    }
+    if (length > model_.max_len() || options_.beam * length > model_.max_rows())
+      throw std::invalid_argument("source " + std::to_string(i) + ": " + std::to_string(length) +
+                                  " tokens exceed what the model's plan holds with beam " +
+                                  std::to_string(options_.beam) + " (length " +
+                                  std::to_string(model_.max_len()) + ", " +
+                                  std::to_string(model_.max_rows()) + " rows)");
+    // Group lengths grow monotonically, so the group's need is set by its longest source.
+    int64_t longest = std::max(group_longest, length);
+    auto sentences = static_cast<int64_t>(group.size()) + 1;
+    if (!group.empty() && sentences * rows_needed(longest, longest) > model_.max_rows()) flush();
+    group.push_back(sources[i]);
+    group_ids.push_back(static_cast<int64_t>(i));
+    group_longest = std::max(group_longest, length);
+  }
+  flush();
+  return out;
+}
+
+std::vector<std::vector<Hypothesis>> BeamSearch::search(const Batch& batch) {
+  bool fits = batch.sentences > 0 && batch.src_len <= model_.max_len();
+  int64_t longest = 0;
+  for (int32_t length : batch.src_lengths) {
+    fits = fits && length > 0;
+    longest = std::max<int64_t>(longest, length);
+  }
+  if (fits && batch.sentences * rows_needed(batch.src_len, longest) <= model_.max_rows())
+    return search_fitting(batch);
+  std::vector<std::vector<int32_t>> sources(static_cast<size_t>(batch.sentences));
+  for (int64_t i = 0; i < batch.sentences; ++i) {
+    auto begin = batch.src.begin() + i * batch.src_len;
+    sources[i].assign(begin, begin + batch.src_lengths[i]);
+  }
+  return search(sources);
+}
+
+std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& batch) {
+  const int64_t sentences = batch.sentences, beam = options_.beam;
+  const int64_t vocab = model_.shape().vocab;
+  Tensor encoded = model_.encode_sources(batch);  // [sentences * src_len, d]
+
+  std::vector<SentenceSearch> state(static_cast<size_t>(sentences));
+  int64_t positions = 1;
+  for (int64_t i = 0; i < sentences; ++i) {
+    state[i].max_new = max_target_tokens(options_, batch.src_lengths[i], model_);
+    state[i].live.assign(1, LiveHypothesis{});  // bos alone; the other slots start empty
+    positions = std::max(positions, state[i].max_new + 1);
+  }
+  // Row a * beam + j is slot j of the a-th active sentence; empty slots repeat the first
+  // hypothesis (their rows are computed and ignored).
+  decoder_->start(encoded, batch.src_lengths, batch.src_len, beam, positions);
+  std::vector<int64_t> active(static_cast<size_t>(sentences));
+  std::iota(active.begin(), active.end(), 0);
+  std::vector<int32_t> tokens(static_cast<size_t>(sentences * beam), kBosId), parents;
+  std::vector<float> host_logits;
+
+  for (int64_t position = 0; !active.empty(); ++position) {
+    Tensor logits = decoder_->step(tokens, position);
+    copy_to_host_f32(logits, host_logits);  // [rows, vocab]
+
+    // Sentences expand independently, and on the GPU the host-side log-softmax and top-k over
+    // the vocabulary are much of a step: one sentence per thread.
+    const auto live_sentences = static_cast<int64_t>(active.size());
+    std::vector<char> done(active.size(), 0);
+#pragma omp parallel
+    {
+      std::vector<Candidate> candidates;
+      std::vector<int32_t> ids;
+#pragma omp for schedule(dynamic)
+      for (int64_t a = 0; a < live_sentences; ++a) {
+        SentenceSearch& s = state[active[a]];
+        expand(s, host_logits.data() + a * beam * vocab, vocab, options_, candidates, ids);
+        done[a] = settled(s, options_) ? 1 : 0;
+      }
+    }
+    // The surviving sentences keep their order (finished ones drop out); each new row continues
+    // its parent's row, whose cached positions the decoder gathers.
+    std::vector<int64_t> still_active;
+    tokens.clear();
+    parents.clear();
+    for (int64_t a = 0; a < live_sentences; ++a) {
+      if (done[a]) continue;
+      const SentenceSearch& s = state[active[a]];
+      for (int64_t j = 0; j < beam; ++j) {
+        const LiveHypothesis& h = s.live[static_cast<size_t>(j) < s.live.size() ? j : 0];
+        parents.push_back(static_cast<int32_t>(a * beam + h.parent));
+        tokens.push_back(h.tokens.back());
+      }
+      still_active.push_back(active[a]);
+    }
+    active = std::move(still_active);
+    if (!active.empty()) decoder_->reorder(parents);
+  }
+
+  std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(sentences));
+  for (int64_t i = 0; i < sentences; ++i) {
+    std::vector<Hypothesis>& f = state[i].finished;
+    std::stable_sort(f.begin(), f.end(),
+                     [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+    if (static_cast<int64_t>(f.size()) > beam) f.resize(static_cast<size_t>(beam));
+    out[i] = std::move(f);
+  }
+  return out;
+}
+
+DecodePlan plan_decoding(const BeamOptions& beam, int64_t longest_source, int64_t max_positions,
+                         int64_t step_rows) {
+  // The longest source and its longest translation (bos included), within max_positions; every
+  // step holds at least one sentence's beam.
+  double longest_target = std::floor(beam.max_len_a * static_cast<double>(longest_source) +
+                                     static_cast<double>(beam.max_len_b));
+  DecodePlan plan;
+  plan.max_len = std::min<int64_t>(
+      max_positions,
+      std::max<int64_t>(longest_source, static_cast<int64_t>(std::min(longest_target + 1, 1e9))));
+  plan.max_rows = planned_rows(step_rows, beam.beam * plan.max_len);
+  return plan;
+}
+
+}  // namespace nmt

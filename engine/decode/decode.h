@@ -1,0 +1,85 @@
+// Beam search over a Transformer: batched over sentences, the encoder once per group, the decoder
+// one position per step with key/value caches (engine/decode/incremental_decoder.h), GNMT length
+// penalty, per-sentence length limit, finished hypotheses kept until the best one is settled.
+// Algorithm: docs/decoding.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "data/batch.h"
+#include "engine/decode/step_decoder.h"
+#include "engine/model/transformer.h"
+
+namespace nmt {
+
+struct BeamOptions {
+  int64_t beam = 4;        // hypotheses kept per sentence; 1 = greedy
+  double alpha = 0.6;      // length penalty exponent; 0 ranks by raw log-probability
+  double max_len_a = 1.5;  // a sentence gets at most floor(a * source tokens + b) target tokens
+  int64_t max_len_b = 10;
+  // Re-run the decoder over every whole prefix at each step (FullPrefixDecoder) instead of stepping
+  // the key/value-cached IncrementalDecoder: the same results, O(length) times the work; kept for
+  // comparison (bench-decode) and as the reference in tests.
+  bool full_prefix = false;
+};
+
+// Throws std::invalid_argument naming the option when a value is out of range.
+void validate_beam_options(const BeamOptions& options);
+
+// GNMT's length penalty lp(Y) = ((5 + |Y|) / 6)^alpha; |Y| counts the tokens including eos.
+double length_penalty(int64_t length, double alpha);
+
+// The most target tokens (eos excluded) a source of `source_tokens` may get: the a·n + b rule,
+// bounded by what the model's plan can hold for one sentence with options.beam hypotheses.
+int64_t max_target_tokens(const BeamOptions& options, int64_t source_tokens,
+                          const Transformer& model);
+
+struct Hypothesis {
+  std::vector<int32_t> tokens;  // [length] target ids, no bos, no eos
+  double log_prob = 0;          // sum of the token log-probabilities, eos included
+  double score = 0;             // log_prob / length_penalty(length + 1, alpha): the ranking
+};
+
+class BeamSearch {
+ public:
+  // The model's plan (max_rows, max_len) bounds every batch: sources are split into groups where
+  // sentences * beam * (longest prefix or source) fits, which is also what each decoder cache
+  // holds (max_rows positions per layer). Plans the decoder's memory once. Throws on invalid
+  // options.
+  BeamSearch(Transformer& model, const BeamOptions& options);
+
+  // One n-best list per source, in input order: up to `beam` finished hypotheses, best first
+  // (highest score). Empty sources get one empty hypothesis without running the model. Throws
+  // std::invalid_argument naming the source when one is longer than the model's planned length.
+  std::vector<std::vector<Hypothesis>> search(
+      const std::vector<std::vector<int32_t>>& sources);  // [sentences][length] ids, no bos/eos
+
+  // The same for the sources of a padded batch (targets ignored). A batch that fits the plan is
+  // decoded as given, padding included, so beam 1 reproduces Transformer::greedy_decode exactly.
+  std::vector<std::vector<Hypothesis>> search(const Batch& batch);
+
+  const BeamOptions& options() const { return options_; }
+
+ private:
+  // Rows one sentence needs at its longest step: beam * max(source, longest prefix).
+  int64_t rows_needed(int64_t padded_source, int64_t longest_source) const;
+  std::vector<std::vector<Hypothesis>> search_fitting(const Batch& batch);
+
+  Transformer& model_;
+  BeamOptions options_;
+  std::unique_ptr<StepDecoder> decoder_;  // planned once, for the largest group the plan admits
+};
+
+// The model's plan for decoding sources of at most `longest_source` tokens: the longest sentence
+// (the source, or its longest translation with bos), within max_positions, and the rows a step
+// holds (step_rows, at least one sentence's beam). Used by translate_lines and bench-decode.
+struct DecodePlan {
+  int64_t max_len = 0;
+  int64_t max_rows = 0;
+};
+DecodePlan plan_decoding(const BeamOptions& beam, int64_t longest_source, int64_t max_positions,
+                         int64_t step_rows);
+
+}  // namespace nmt

@@ -1,0 +1,46 @@
+// FeedForwardBlock forward and backward.
+#include "engine/model/feed_forward_block.h"
+
+#include "kernels/elementwise.h"
+#include "kernels/linear.h"
+
+namespace nmt {
+
+FeedForwardBlock::FeedForwardBlock(ParamStore& store, const std::string& prefix,
+                                   const ModelShape& shape, uint32_t dropout_id)
+    : shape_(shape), dropout_id_(dropout_id) {
+  int64_t d = shape.d_model, f = shape.ffn_dim;
+  fc1_w_ = store.add(prefix + ".fc1.weight", {f, d}, ParamKind::weight);
+  fc1_b_ = store.add(prefix + ".fc1.bias", {f}, ParamKind::bias);
+  fc2_w_ = store.add(prefix + ".fc2.weight", {d, f}, ParamKind::weight);
+  fc2_b_ = store.add(prefix + ".fc2.bias", {d}, ParamKind::bias);
+}
+
+void FeedForwardBlock::plan(Arena& arena, int64_t max_rows) {
+  hidden_ = arena.allocate("ffn.hidden", shape_.compute_dtype, max_rows * shape_.ffn_dim);
+}
+
+void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& out) {
+  int64_t rows = x.dim(0);
+  x_ = x;
+  key_ = RngKey{ctx.seed, ctx.step, dropout_id_};
+  p_ = ctx.training ? shape_.relu_dropout : 0.0f;
+  Tensor h = hidden_.view({rows, shape_.ffn_dim});
+  linear_relu_forward(x, fc1_w_->compute, fc1_b_->compute, h);  // ReLU in the GEMM epilogue
+  if (p_ > 0) dropout_forward(h, h, p_, key_);
+  linear_forward(h, fc2_w_->compute, fc2_b_->compute, out);
+}
+
+void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws) {
+  int64_t rows = x_.dim(0);
+  Tensor h = hidden_.view({rows, shape_.ffn_dim});
+  Tensor dh = ws.f1.view({rows, shape_.ffn_dim});
+  linear_backward(d_out, h, fc2_w_->compute, dh, fc2_w_->grad, fc2_b_->grad);
+  if (p_ > 0) dropout_backward(dh, dh, p_, key_);
+  // h holds relu output after dropout; where dropout zeroed an element its gradient is already 0,
+  // elsewhere h > 0 exactly when the relu output was > 0, so h serves as the relu mask.
+  relu_backward(dh, h, dh);
+  linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_w_->grad, fc1_b_->grad);
+}
+
+}  // namespace nmt

@@ -1,0 +1,35 @@
+// FeedForwardBlock: fc2(dropout(relu(fc1(x)))), the position-wise feed-forward network.
+#pragma once
+
+#include <string>
+
+#include "engine/model/arena.h"
+#include "engine/model/model_shape.h"
+#include "engine/model/param_store.h"
+#include "engine/model/workspace.h"
+#include "kernels/philox.h"
+
+namespace nmt {
+
+class FeedForwardBlock {
+ public:
+  FeedForwardBlock(ParamStore& store, const std::string& prefix, const ModelShape& shape,
+                   uint32_t dropout_id);
+  void plan(Arena& arena, int64_t max_rows);
+
+  // x: [rows, d_model], kept alive until backward; out: [rows, d_model] written.
+  void forward(const Tensor& x, const StepContext& ctx, Tensor& out);
+  // d_out: [rows, d_model]; d_x: [rows, d_model] written (=).
+  void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws);
+
+ private:
+  ModelShape shape_;
+  uint32_t dropout_id_;
+  Param *fc1_w_, *fc1_b_, *fc2_w_, *fc2_b_;
+  Buffer hidden_;  // [max_rows, ffn_dim]: relu(fc1(x)) after dropout
+  Tensor x_;
+  RngKey key_;
+  float p_ = 0;
+};
+
+}  // namespace nmt

@@ -1,0 +1,151 @@
+// ParamStore layout and deterministic initialisation.
+#include "engine/model/param_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+
+#include "kernels/elementwise.h"
+#include "kernels/philox.h"
+
+namespace nmt {
+
+Param* ParamStore::add(const std::string& name, std::vector<int64_t> shape, ParamKind kind) {
+  if (find(name)) throw std::logic_error("parameter registered twice: " + name);
+  Param p;
+  p.name = name;
+  p.shape = std::move(shape);
+  p.kind = kind;
+  p.numel = 1;
+  for (int64_t d : p.shape) p.numel *= d;
+  params_.push_back(std::move(p));
+  return &params_.back();
+}
+
+static Tensor view_of(const Buffer& b, const Param& p) {
+  Tensor t = b.flat();
+  t.data = b.data
+               ? static_cast<char*>(b.data) + p.offset * static_cast<int64_t>(dtype_size(b.dtype))
+               : nullptr;
+  t.rank = static_cast<int>(p.shape.size());
+  for (int i = 0; i < t.rank; ++i) t.shape[i] = p.shape[i];
+  return t;
+}
+
+void ParamStore::finalize(Arena& arena, DType compute_dtype) {
+  compute_dtype_ = compute_dtype;
+  total_ = 0;
+  for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+    it->offset = total_;
+    total_ += it->numel;
+  }
+  master_ = arena.allocate("params.master", DType::f32, total_);
+  grads_ = arena.allocate("params.grad", DType::f32, total_);
+  if (compute_dtype != DType::f32)
+    compute_ = arena.allocate("params.compute", compute_dtype, total_);
+  for (Param& p : params_) {
+    p.value = view_of(master_, p);
+    p.compute = compute_dtype == DType::f32 ? p.value : view_of(compute_, p);
+    p.grad = view_of(grads_, p);
+  }
+}
+
+void ParamStore::sync_compute() {
+  if (compute_dtype_ == DType::f32) return;
+  Tensor dst = compute_.flat();
+  convert_tensor(master(), dst);
+}
+
+const Param* ParamStore::find(const std::string& name) const {
+  for (const Param& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+namespace {
+
+// The layers of each stack, from the names `encoder.layers.N.` / `decoder.layers.N.`.
+InitDepth depth_of(const std::deque<Param>& params) {
+  InitDepth depth{0, 0};
+  for (const Param& p : params) {
+    for (const auto& [stack, count] : {std::pair{"encoder.layers.", &depth.encoder_layers},
+                                       std::pair{"decoder.layers.", &depth.decoder_layers}}) {
+      if (p.name.rfind(stack, 0) != 0) continue;
+      const int64_t layer = std::stoll(p.name.substr(std::string_view(stack).size()));
+      *count = std::max(*count, layer + 1);
+    }
+  }
+  return depth;
+}
+
+// [fan_out, fan_in] of a projection weight; a bias takes its weight's (the name with `.weight`).
+std::pair<double, double> fans_of(const ParamStore& store, const Param& p) {
+  const Param* weight = &p;
+  if (p.kind == ParamKind::bias) {
+    weight = store.find(p.name.substr(0, p.name.size() - 5) + ".weight");
+    if (!weight) throw std::logic_error("bias without a weight: " + p.name);
+  }
+  const double fan_out = static_cast<double>(weight->shape[0]);
+  return {static_cast<double>(weight->numel) / fan_out, fan_out};
+}
+
+void fill_uniform(const RngKey& key, double bound, int64_t n, float* out) {
+  const float b = static_cast<float>(bound);
+  for (int64_t i = 0; i < n; ++i) out[i] = (2.0f * rng_uniform(key, i) - 1.0f) * b;
+}
+
+void fill_normal(const RngKey& key, double stddev, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    // Box-Muller on two uniforms from disjoint halves of the stream.
+    double u1 = 1.0 - rng_uniform(key, 2 * i), u2 = rng_uniform(key, 2 * i + 1);
+    out[i] = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) *
+                                std::cos(6.283185307179586 * u2));
+  }
+}
+
+}  // namespace
+
+void ParamStore::initialize(uint64_t seed, InitScheme scheme) {
+  std::vector<float> host(static_cast<size_t>(total_));
+  const InitDepth depth = depth_of(params_);
+  int64_t d_model = 0;
+  for (const Param& p : params_)
+    if (p.kind == ParamKind::embedding) d_model = p.shape.back();
+  uint32_t tensor_id = 0x70000000u;  // init streams are disjoint from dropout's tensor ids
+  for (const Param& p : params_) {
+    RngKey key{seed, 0, tensor_id++};
+    float* out = host.data() + p.offset;
+    switch (p.kind) {
+      case ParamKind::weight:
+      case ParamKind::bias: {
+        const auto [fan_in, fan_out] = fans_of(*this, p);
+        const InitDraw draw =
+            init_draw(scheme, param_role_of(p.name), fan_in, fan_out, d_model, depth);
+        if (draw.kind == InitDraw::Kind::uniform)
+          fill_uniform(key, draw.bound, p.numel, out);
+        else if (draw.kind == InitDraw::Kind::normal)
+          fill_normal(key, draw.stddev, p.numel, out);
+        else
+          std::fill(out, out + p.numel, static_cast<float>(draw.value));
+        break;
+      }
+      case ParamKind::embedding:
+        fill_normal(key, 1.0 / std::sqrt(static_cast<double>(p.shape.back())), p.numel, out);
+        break;
+      case ParamKind::norm_gain:
+        std::fill(out, out + p.numel, 1.0f);
+        break;
+      case ParamKind::norm_bias:
+        std::fill(out, out + p.numel, 0.0f);
+        break;
+    }
+  }
+  Tensor src(host.data(), DType::f32, Device::cpu, {total_});
+  Tensor dst = master();
+  copy_tensor(src, dst);
+  sync_compute();
+}
+
+}  // namespace nmt

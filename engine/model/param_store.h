@@ -1,0 +1,66 @@
+// ParamStore: every model parameter as a named view into one flat fp32 master buffer, with a
+// gradient buffer of the same layout. Parameters are laid out in the order backward finishes them
+// (the reverse of registration, which follows forward), so gradient buckets fill front to back.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "engine/model/arena.h"
+#include "engine/model/param_init.h"
+#include "kernels/tensor.h"
+
+namespace nmt {
+
+enum class ParamKind : uint8_t { weight, bias, norm_gain, norm_bias, embedding };
+
+struct Param {
+  std::string name;            // PyTorch-style: encoder.layers.0.self_attn.q_proj.weight
+  std::vector<int64_t> shape;  // e.g. [out, in]
+  ParamKind kind = ParamKind::weight;
+  int64_t offset = 0;  // elements into the flat buffers
+  int64_t numel = 0;
+  Tensor value;    // view into the fp32 master buffer
+  Tensor compute;  // what the ops read: `value` itself in fp32, else the bf16/fp16 copy
+  Tensor grad;     // view into the fp32 gradient buffer
+};
+
+class ParamStore {
+ public:
+  // Registers a parameter; the returned pointer stays valid for the store's life. Views are set by
+  // finalize().
+  Param* add(const std::string& name, std::vector<int64_t> shape, ParamKind kind);
+
+  // Lays out every parameter and carves master and gradient buffers from the arena, plus a working
+  // copy in `compute_dtype` when that is not f32 (mixed precision).
+  void finalize(Arena& arena, DType compute_dtype = DType::f32);
+
+  // Refreshes the working copy from the master weights (after initialisation, loading, broadcast
+  // and every optimizer update); nothing to do in fp32.
+  void sync_compute();
+
+  // Deterministic initialisation from the seed (same values on every backend and rank): the
+  // projections as `scheme` says (engine/model/param_init.h), embeddings N(0, d^-1/2), norm gains
+  // 1, norm biases 0.
+  void initialize(uint64_t seed, InitScheme scheme = InitScheme::xavier);
+
+  const std::deque<Param>& params() const { return params_; }
+  std::deque<Param>& params() { return params_; }
+  const Param* find(const std::string& name) const;
+  int64_t total_elements() const { return total_; }
+  Tensor master() const { return master_.flat(); }  // [total] f32
+  Tensor grads() const { return grads_.flat(); }    // [total] f32
+  DType compute_dtype() const { return compute_dtype_; }
+  // [total] in compute_dtype(): the working copy, or empty in fp32 (the ops read the master).
+  Tensor working_copy() const { return compute_dtype_ == DType::f32 ? Tensor() : compute_.flat(); }
+
+ private:
+  std::deque<Param> params_;
+  int64_t total_ = 0;
+  DType compute_dtype_ = DType::f32;
+  Buffer master_, grads_, compute_;
+};
+
+}  // namespace nmt

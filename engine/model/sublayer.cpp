@@ -1,0 +1,66 @@
+// Sublayer forward and backward for both norm placements.
+#include "engine/model/sublayer.h"
+
+#include "kernels/elementwise.h"
+#include "kernels/layernorm.h"
+
+namespace nmt {
+
+Sublayer::Sublayer(ParamStore& store, const std::string& norm_name, const ModelShape& shape,
+                   uint32_t dropout_id)
+    : shape_(shape), dropout_id_(dropout_id) {
+  gain_ = store.add(norm_name + ".weight", {shape.d_model}, ParamKind::norm_gain);
+  bias_ = store.add(norm_name + ".bias", {shape.d_model}, ParamKind::norm_bias);
+}
+
+void Sublayer::plan(Arena& arena, int64_t max_rows) {
+  int64_t n = max_rows * shape_.d_model;
+  out_ = arena.allocate("sublayer.out", shape_.compute_dtype, n);
+  f_out_ = arena.allocate("sublayer.f_out", shape_.compute_dtype, n);
+  normed_ = arena.allocate("sublayer.normed", shape_.compute_dtype, n);
+  mean_ = arena.allocate("sublayer.mean", DType::f32, max_rows);
+  rstd_ = arena.allocate("sublayer.rstd", DType::f32, max_rows);
+}
+
+Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward& f) {
+  int64_t rows = x.dim(0), d = shape_.d_model;
+  x_ = x;
+  key_ = RngKey{ctx.seed, ctx.step, dropout_id_};
+  p_ = ctx.training ? shape_.dropout : 0.0f;
+  Tensor out = out_.view({rows, d}), f_out = f_out_.view({rows, d});
+  Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});
+  if (shape_.pre_norm) {
+    layernorm_forward(x, gain_->compute, bias_->compute, normed, mean, rstd, shape_.layernorm_eps);
+    f(normed, f_out);
+    if (p_ > 0) dropout_forward(f_out, f_out, p_, key_);
+    residual_add(x, f_out, out);
+  } else {
+    f(x, f_out);
+    if (p_ > 0) dropout_forward(f_out, f_out, p_, key_);
+    residual_add(x, f_out, normed);  // normed_ holds the LN input here
+    layernorm_forward(normed, gain_->compute, bias_->compute, out, mean, rstd, shape_.layernorm_eps);
+  }
+  return out;
+}
+
+void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
+                        const Backward& f_backward) {
+  int64_t rows = x_.dim(0), d = shape_.d_model;
+  Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});
+  Tensor g1 = ws.s1.view({rows, d}), g2 = ws.s2.view({rows, d}), g3 = ws.s3.view({rows, d});
+  if (shape_.pre_norm) {
+    if (p_ > 0) dropout_backward(d_out, g1, p_, key_);
+    else copy_tensor(d_out, g1);
+    f_backward(g1, g2);  // gradient w.r.t. LN(x)
+    layernorm_backward(g2, x_, gain_->compute, mean, rstd, g3, gain_->grad, bias_->grad);
+    residual_add(d_out, g3, d_x);
+  } else {
+    layernorm_backward(d_out, normed, gain_->compute, mean, rstd, g1, gain_->grad, bias_->grad);
+    if (p_ > 0) dropout_backward(g1, g2, p_, key_);
+    else copy_tensor(g1, g2);
+    f_backward(g2, g3);
+    residual_add(g1, g3, d_x);
+  }
+}
+
+}  // namespace nmt

@@ -1,0 +1,299 @@
+// Transformer graph: parameter registration, memory plan, forward, loss, backward, greedy decoding.
+#include "engine/model/transformer.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/model/host_copy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/linear.h"
+
+namespace nmt {
+
+Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len)
+    : shape_(shape),
+      device_(device),
+      max_rows_(max_rows),
+      max_len_(max_len),
+      arena_(Arena::planner(device)) {
+  if (shape.vocab <= kFirstRegularId) throw std::invalid_argument("model: vocabulary too small");
+  if (shape.d_model % shape.heads != 0)
+    throw std::invalid_argument("model: d_model must be a multiple of num_heads");
+  int64_t v = shape.vocab, d = shape.d_model;
+  // Registration follows forward; the store lays parameters out in reverse, and each group below is
+  // a backward stage whose gradients are final together. Backward runs the stages in reverse of
+  // this list (the shared table's last contribution is the source embedding's, so it goes first).
+  // The order makes the layout follow backward, which the bucketed exchange needs to overlap it.
+  std::vector<std::vector<const Param*>> stages;
+  src_embed_ = params_.add("encoder.embed_tokens.weight", {v, d}, ParamKind::embedding);
+  add_stage(stages, 0);
+  for (int64_t i = 0; i < shape.encoder_layers; ++i) {
+    size_t first = params_.params().size();
+    encoder_.push_back(std::make_unique<EncoderLayer>(
+        params_, "encoder.layers." + std::to_string(i), shape, dropout_ids_));
+    add_stage(stages, first);
+  }
+  if (shape.pre_norm) {
+    size_t first = params_.params().size();
+    enc_norm_g_ = params_.add("encoder.layer_norm.weight", {d}, ParamKind::norm_gain);
+    enc_norm_b_ = params_.add("encoder.layer_norm.bias", {d}, ParamKind::norm_bias);
+    add_stage(stages, first);
+  }
+  size_t first = params_.params().size();
+  tgt_embed_ = shape.shared_embeddings
+                   ? src_embed_
+                   : params_.add("decoder.embed_tokens.weight", {v, d}, ParamKind::embedding);
+  add_stage(stages, first);
+  src_embed_dropout_ = dropout_ids_.take();
+  tgt_embed_dropout_ = dropout_ids_.take();
+  for (int64_t i = 0; i < shape.decoder_layers; ++i) {
+    first = params_.params().size();
+    decoder_.push_back(std::make_unique<DecoderLayer>(
+        params_, "decoder.layers." + std::to_string(i), shape, dropout_ids_));
+    add_stage(stages, first);
+  }
+  if (shape.pre_norm) {
+    first = params_.params().size();
+    dec_norm_g_ = params_.add("decoder.layer_norm.weight", {d}, ParamKind::norm_gain);
+    dec_norm_b_ = params_.add("decoder.layer_norm.bias", {d}, ParamKind::norm_bias);
+    add_stage(stages, first);
+  }
+  first = params_.params().size();
+  out_proj_ = shape.shared_embeddings
+                  ? tgt_embed_
+                  : params_.add("decoder.output_projection.weight", {v, d}, ParamKind::embedding);
+  add_stage(stages, first);
+  stages_.assign(stages.rbegin(), stages.rend());
+
+  // Plan once (count), then allocate exactly that much and lay the same buffers out for real.
+  Arena planner = Arena::planner(device);
+  allocate(planner);
+  arena_ = Arena(device, planner.used());
+  allocate(arena_);
+}
+
+void Transformer::allocate(Arena& arena) {
+  int64_t d = shape_.d_model, rows = max_rows_;
+  DType act = shape_.compute_dtype;
+  params_.finalize(arena, act);
+  ws_.plan(arena, rows, d, shape_.ffn_dim, act);
+  src_ids_ = arena.allocate("src_ids", DType::i32, rows);
+  tgt_in_ = arena.allocate("tgt_in", DType::i32, rows);
+  tgt_out_ = arena.allocate("tgt_out", DType::i32, rows);
+  src_lengths_ = arena.allocate("src_lengths", DType::i32, rows);
+  tgt_lengths_ = arena.allocate("tgt_lengths", DType::i32, rows);
+  src_x0_ = arena.allocate("src_x0", act, rows * d);
+  tgt_x0_ = arena.allocate("tgt_x0", act, rows * d);
+  enc_final_ = arena.allocate("enc_final", act, rows * d);
+  dec_final_ = arena.allocate("dec_final", act, rows * d);
+  logits_ = arena.allocate("logits", act, rows * shape_.vocab);
+  enc_mean_ = arena.allocate("enc_mean", DType::f32, rows);
+  enc_rstd_ = arena.allocate("enc_rstd", DType::f32, rows);
+  dec_mean_ = arena.allocate("dec_mean", DType::f32, rows);
+  dec_rstd_ = arena.allocate("dec_rstd", DType::f32, rows);
+  d_enc_ = arena.allocate("d_enc", act, rows * d);
+  d_dec_ = arena.allocate("d_dec", act, rows * d);
+  int64_t max_scores = rows * max_len_ * shape_.heads;
+  for (auto& layer : encoder_) layer->plan(arena, rows, max_scores);
+  for (auto& layer : decoder_) layer->plan(arena, rows, max_scores);
+}
+
+void Transformer::add_stage(std::vector<std::vector<const Param*>>& stages, size_t first) {
+  std::vector<const Param*> stage;
+  for (size_t i = first; i < params_.params().size(); ++i) stage.push_back(&params_.params()[i]);
+  stages.push_back(std::move(stage));  // may be empty (a shared table adds nothing)
+}
+
+void Transformer::stage_done(size_t stage) const {
+  if (!grad_ready_) return;
+  for (const Param* p : stages_.at(stage)) grad_ready_(*p);
+}
+
+void Transformer::zero_grads() {
+  Tensor g = params_.grads();
+  fill_zero(g);
+}
+
+void Transformer::upload(const Batch& batch) {
+  int64_t b = batch.sentences;
+  if (b * batch.src_len > max_rows_ || b * batch.tgt_len > max_rows_ || batch.src_len > max_len_ ||
+      batch.tgt_len > max_len_)
+    throw std::invalid_argument(
+        "batch of " + std::to_string(b) + " sentences x (" + std::to_string(batch.src_len) + ", " +
+        std::to_string(batch.tgt_len) + ") tokens exceeds the planned maximum (" +
+        std::to_string(max_rows_) + " rows, length " + std::to_string(max_len_) + ")");
+  batch_ = b;
+  src_len_ = batch.src_len;
+  tgt_len_ = batch.tgt_len;
+  upload_i32(batch.src, src_ids_);
+  upload_i32(batch.tgt_in, tgt_in_);
+  upload_i32(batch.tgt_out, tgt_out_);
+  upload_i32(batch.src_lengths, src_lengths_);
+  upload_i32(batch.tgt_lengths, tgt_lengths_);
+}
+
+Tensor Transformer::encode(const StepContext& ctx) {
+  int64_t d = shape_.d_model, rows = batch_ * src_len_;
+  embed_p_ = ctx.training ? shape_.dropout : 0.0f;
+  src_embed_key_ = RngKey{ctx.seed, ctx.step, src_embed_dropout_};
+  Tensor ids = src_ids_.view({rows}), lengths = src_lengths_.view({batch_});
+  Tensor x = src_x0_.view({rows, d});
+  embedding_forward(ids, src_embed_->compute, x, src_len_, std::sqrt(static_cast<float>(d)),
+                    kPadId);
+  if (embed_p_ > 0) dropout_forward(x, x, embed_p_, src_embed_key_);
+  for (auto& layer : encoder_) x = layer->forward(x, lengths, batch_, src_len_, ctx);
+  if (!shape_.pre_norm) return x;
+  enc_last_ = x;
+  Tensor out = enc_final_.view({rows, d}), mean = enc_mean_.view({rows}),
+         rstd = enc_rstd_.view({rows});
+  layernorm_forward(x, enc_norm_g_->compute, enc_norm_b_->compute, out, mean, rstd,
+                    shape_.layernorm_eps);
+  return out;
+}
+
+Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
+  int64_t d = shape_.d_model, rows = batch_ * tgt_len_;
+  tgt_embed_key_ = RngKey{ctx.seed, ctx.step, tgt_embed_dropout_};
+  Tensor ids = tgt_in_.view({rows}), lengths = tgt_lengths_.view({batch_});
+  Tensor src_lengths = src_lengths_.view({batch_});
+  Tensor y = tgt_x0_.view({rows, d});
+  embedding_forward(ids, tgt_embed_->compute, y, tgt_len_, std::sqrt(static_cast<float>(d)),
+                    kPadId);
+  if (embed_p_ > 0) dropout_forward(y, y, embed_p_, tgt_embed_key_);
+  for (auto& layer : decoder_)
+    y = layer->forward(y, lengths, enc_out, src_lengths, batch_, tgt_len_, src_len_, ctx);
+  if (!shape_.pre_norm) return y;
+  dec_last_ = y;
+  Tensor out = dec_final_.view({rows, d}), mean = dec_mean_.view({rows}),
+         rstd = dec_rstd_.view({rows});
+  layernorm_forward(y, dec_norm_g_->compute, dec_norm_b_->compute, out, mean, rstd,
+                    shape_.layernorm_eps);
+  return out;
+}
+
+LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ctx,
+                                       float label_smoothing, float loss_scale) {
+  upload(batch);
+  Tensor enc_out = encode(ctx);
+  Tensor dec_out = decode(enc_out, ctx);
+  int64_t rows = batch_ * tgt_len_;
+  Tensor logits = logits_.view({rows, shape_.vocab}), targets = tgt_out_.view({rows});
+  Tensor no_bias;
+  linear_forward(dec_out, out_proj_->compute, no_bias, logits);
+  // The loss is a sum over tokens (times the loss scale); d_logits overwrite the logits in place.
+  LossSums sums =
+      cross_entropy_forward_backward(logits, targets, kPadId, label_smoothing, loss_scale, logits);
+  Tensor d_dec = d_dec_.view({rows, shape_.d_model});
+  linear_backward(logits, dec_out, out_proj_->compute, d_dec, out_proj_->grad, no_bias);
+  backward(d_dec);
+  return sums;
+}
+
+void Transformer::backward(Tensor& d_dec) {
+  int64_t d = shape_.d_model, t_rows = batch_ * tgt_len_, s_rows = batch_ * src_len_;
+  float scale = std::sqrt(static_cast<float>(d));
+  size_t stage = 0;     // the stages of the constructor, in backward order
+  stage_done(stage++);  // a separate output projection (its gradient came from the logits)
+  if (shape_.pre_norm) {
+    Tensor tmp = ws_.s1.view({t_rows, d});
+    Tensor mean = dec_mean_.view({t_rows}), rstd = dec_rstd_.view({t_rows});
+    layernorm_backward(d_dec, dec_last_, dec_norm_g_->compute, mean, rstd, tmp, dec_norm_g_->grad,
+                       dec_norm_b_->grad);
+    copy_tensor(tmp, d_dec);
+    stage_done(stage++);
+  }
+  Tensor d_enc = d_enc_.view({s_rows, d});
+  fill_zero(d_enc);
+  for (auto it = decoder_.rbegin(); it != decoder_.rend(); ++it) {
+    (*it)->backward(d_dec, d_enc, ws_);
+    stage_done(stage++);
+  }
+  if (embed_p_ > 0) dropout_backward(d_dec, d_dec, embed_p_, tgt_embed_key_);
+  embedding_backward(tgt_in_.view({t_rows}), d_dec, tgt_embed_->grad, scale, kPadId);
+  stage_done(stage++);  // a separate target embedding
+
+  if (shape_.pre_norm) {
+    Tensor tmp = ws_.s1.view({s_rows, d});
+    Tensor mean = enc_mean_.view({s_rows}), rstd = enc_rstd_.view({s_rows});
+    layernorm_backward(d_enc, enc_last_, enc_norm_g_->compute, mean, rstd, tmp, enc_norm_g_->grad,
+                       enc_norm_b_->grad);
+    copy_tensor(tmp, d_enc);
+    stage_done(stage++);
+  }
+  for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) {
+    (*it)->backward(d_enc, ws_);
+    stage_done(stage++);
+  }
+  if (embed_p_ > 0) dropout_backward(d_enc, d_enc, embed_p_, src_embed_key_);
+  embedding_backward(src_ids_.view({s_rows}), d_enc, src_embed_->grad, scale, kPadId);
+  stage_done(stage++);  // the source embedding (the shared table's last contribution)
+  if (stage != stages_.size())
+    throw std::logic_error("Transformer::backward: stage count mismatch");
+}
+
+LossSums Transformer::evaluate(const Batch& batch, float label_smoothing) {
+  StepContext ctx;
+  ctx.training = false;
+  upload(batch);
+  Tensor enc_out = encode(ctx);
+  Tensor dec_out = decode(enc_out, ctx);
+  int64_t rows = batch_ * tgt_len_;
+  Tensor logits = logits_.view({rows, shape_.vocab}), targets = tgt_out_.view({rows});
+  Tensor no_bias, no_grad;
+  linear_forward(dec_out, out_proj_->compute, no_bias, logits);
+  return cross_entropy_forward_backward(logits, targets, kPadId, label_smoothing, 1.0f, no_grad);
+}
+
+std::vector<std::vector<int32_t>> Transformer::greedy_decode(const Batch& batch, int64_t max_new) {
+  StepContext ctx;
+  ctx.training = false;
+  upload(batch);
+  Tensor enc_out = encode(ctx);
+  int64_t b = batch_, d = shape_.d_model, v = shape_.vocab;
+  std::vector<std::vector<int32_t>> out(b);
+  std::vector<int32_t> prefix_ids, lengths(b);
+  std::vector<char> done(b, 0);
+  std::vector<float> host_logits(b * v);
+  Tensor no_bias;
+  int64_t finished = 0;
+  for (int64_t t = 1; t <= max_new + 1 && finished < b; ++t) {
+    if (b * t > max_rows_ || t > max_len_) break;  // the plan bounds the decodable length
+    prefix_ids.assign(b * t, kPadId);
+    for (int64_t i = 0; i < b; ++i) {
+      prefix_ids[i * t] = kBosId;
+      for (size_t j = 0; j < out[i].size(); ++j) prefix_ids[i * t + 1 + j] = out[i][j];
+      lengths[i] = static_cast<int32_t>(t);
+    }
+    tgt_len_ = t;
+    upload_i32(prefix_ids, tgt_in_);
+    upload_i32(lengths, tgt_lengths_);
+    Tensor dec_out = decode(enc_out, ctx);
+    Tensor last = ws_.s2.view({b, d});
+    for (int64_t i = 0; i < b; ++i) {
+      Tensor row = dec_out.rows(i * t + t - 1, i * t + t), dst = last.rows(i, i + 1);
+      copy_tensor(row, dst);
+    }
+    Tensor logits = logits_.view({b, v});
+    linear_forward(last, out_proj_->compute, no_bias, logits);
+    copy_to_host_f32(logits, host_logits);
+    for (int64_t i = 0; i < b; ++i) {
+      if (done[i]) continue;
+      const float* row = host_logits.data() + i * v;
+      int32_t best = 0;
+      for (int64_t j = 1; j < v; ++j)
+        if (row[j] > row[best]) best = static_cast<int32_t>(j);
+      if (best == kEosId || static_cast<int64_t>(out[i].size()) >= max_new) {
+        done[i] = 1;
+        ++finished;
+      } else {
+        out[i].push_back(best);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace nmt

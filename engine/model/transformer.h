@@ -1,0 +1,116 @@
+// Transformer: the encoder-decoder graph, built once from a ModelShape, with its activation memory
+// planned once for the largest batch (no allocation inside a step). Forward and backward are
+// written out in order in transformer.cpp.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "data/batch.h"
+#include "engine/model/arena.h"
+#include "engine/model/model_shape.h"
+#include "engine/model/param_store.h"
+#include "engine/model/transformer_layers.h"
+#include "engine/model/workspace.h"
+#include "kernels/cross_entropy.h"
+
+namespace nmt {
+
+// The rows to plan a model for: `token_budget` padded tokens per side of a batch
+// (train.batch_tokens, or decoding's step_rows), and never fewer than one `widest` unit (the widest
+// padded pair in training, one sentence's beam at the longest length in decoding), so every batch
+// holds one.
+inline int64_t planned_rows(int64_t token_budget, int64_t widest) {
+  return token_budget > widest ? token_budget : widest;
+}
+
+class Transformer {
+ public:
+  // max_rows: the most padded tokens of one side of a batch (sentences * padded length), see
+  // planned_rows; max_len: the longest padded sentence of either side.
+  Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len);
+
+  const ModelShape& shape() const { return shape_; }
+  ParamStore& params() { return params_; }
+  Device device() const { return device_; }
+  int64_t max_rows() const { return max_rows_; }
+  int64_t max_len() const { return max_len_; }
+  size_t arena_bytes() const { return arena_.capacity(); }
+
+  // Training: forward, loss, backward. Parameter gradients are accumulated (+=) unnormalised
+  // (the loss is a sum over target tokens; the optimizer divides by the global token count).
+  // loss_scale multiplies the loss before backward (fp16 loss scaling): the gradients come out
+  // scaled by it, the returned sums do not.
+  LossSums forward_backward(const Batch& batch, const StepContext& ctx, float label_smoothing,
+                            float loss_scale = 1.0f);
+  // Loss only, no gradients (dropout off).
+  LossSums evaluate(const Batch& batch, float label_smoothing);
+  // Greedy decoding of batch's sources: up to max_new tokens per sentence, eos excluded.
+  std::vector<std::vector<int32_t>> greedy_decode(const Batch& batch, int64_t max_new);
+
+  // Zero every parameter gradient.
+  void zero_grads();
+
+  // Called during forward_backward's backward for each parameter as soon as its gradient is final
+  // for this batch (its kernels enqueued), in the order backward finishes them: the data-parallel
+  // exchange starts buckets from it while backward goes on. Unset (the default) calls nothing.
+  using GradReadyHook = std::function<void(const Param&)>;
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+
+  // Decoding entry points for beam search (engine/decode/decode.h); defined in
+  // engine/decode/decode_steps.cpp. Both run without dropout and return views into the model's
+  // arena, valid until the next call. The encoder over batch's sources only (targets ignored):
+  // [sentences * src_len, d_model].
+  Tensor encode_sources(const Batch& batch);
+  // One decoder pass over `rows` prefixes of equal length (kBosId first), each attending to its own
+  // copy of a source: returns the logits of every prefix's last position, [rows, vocab].
+  Tensor decode_last_logits(const Tensor& memory,  // [rows * memory_len, d_model] encoder output
+                            const std::vector<int32_t>& memory_lengths,  // [rows] real tokens
+                            int64_t memory_len,
+                            const std::vector<int32_t>& prefixes,  // [rows, prefix_len] ids
+                            int64_t rows, int64_t prefix_len);
+
+ private:
+  void upload(const Batch& batch);
+  Tensor encode(const StepContext& ctx);
+  Tensor decode(const Tensor& enc_out, const StepContext& ctx);
+  void backward(Tensor& d_dec_out);
+  void allocate(Arena& arena);
+  // The parameters registered since `first` (an index into params_), as one backward stage.
+  void add_stage(std::vector<std::vector<const Param*>>& stages, size_t first);
+  void stage_done(size_t stage) const;
+
+  ModelShape shape_;
+  Device device_;
+  int64_t max_rows_, max_len_;
+  ParamStore params_;
+  DropoutIds dropout_ids_;
+  Param* src_embed_ = nullptr;                           // [vocab, d_model]
+  Param* tgt_embed_ = nullptr;                           // same as src_embed_ when shared
+  Param* out_proj_ = nullptr;                            // same as tgt_embed_ when shared
+  Param *enc_norm_g_ = nullptr, *enc_norm_b_ = nullptr;  // pre-norm final norms
+  Param *dec_norm_g_ = nullptr, *dec_norm_b_ = nullptr;
+  uint32_t src_embed_dropout_ = 0, tgt_embed_dropout_ = 0;
+  std::vector<std::unique_ptr<EncoderLayer>> encoder_;
+  std::vector<std::unique_ptr<DecoderLayer>> decoder_;
+  // Parameters whose gradients backward finishes together, in backward order (see transformer.cpp).
+  std::vector<std::vector<const Param*>> stages_;
+  GradReadyHook grad_ready_;
+
+  Arena arena_;
+  Workspace ws_;
+  // Inputs: [rows] i32 ids, [batch] i32 lengths.
+  Buffer src_ids_, tgt_in_, tgt_out_, src_lengths_, tgt_lengths_;
+  // Activations: [rows, d_model] (embeddings, final norms), [rows, vocab] logits.
+  Buffer src_x0_, tgt_x0_, enc_final_, dec_final_, logits_;
+  Buffer enc_mean_, enc_rstd_, dec_mean_, dec_rstd_;  // [rows] f32
+  Buffer d_enc_, d_dec_;                              // [rows, d_model] gradients
+  // What the current batch looks like.
+  int64_t batch_ = 0, src_len_ = 0, tgt_len_ = 0;
+  Tensor enc_last_, dec_last_;  // last layer outputs (inputs of the pre-norm final norms)
+  RngKey src_embed_key_, tgt_embed_key_;
+  float embed_p_ = 0;
+};
+
+}  // namespace nmt

@@ -1,0 +1,58 @@
+// EncoderLayer and DecoderLayer: blocks wrapped in residual/norm sublayers, in the order their
+// parameters are registered (forward order; the flat layout is its reverse).
+#pragma once
+
+#include <string>
+
+#include "engine/model/attention_block.h"
+#include "engine/model/feed_forward_block.h"
+#include "engine/model/sublayer.h"
+
+namespace nmt {
+
+// Hands out a distinct dropout stream id to every dropout site of the graph.
+struct DropoutIds {
+  uint32_t next = 1;
+  uint32_t take() { return next++; }
+};
+
+class EncoderLayer {
+ public:
+  EncoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
+               DropoutIds& ids);
+  void plan(Arena& arena, int64_t max_rows, int64_t max_scores);
+  // x: [batch*src_len, d_model]; src_lengths: [batch] i32. Returns the layer output view.
+  Tensor forward(const Tensor& x, const Tensor& src_lengths, int64_t batch, int64_t src_len,
+                 const StepContext& ctx);
+  // grad: [batch*src_len, d_model], gradient of the output in, of the input out (in place).
+  void backward(Tensor& grad, Workspace& ws);
+
+ private:
+  AttentionBlock self_attn_;
+  Sublayer self_attn_sub_;
+  FeedForwardBlock ffn_;
+  Sublayer ffn_sub_;
+};
+
+class DecoderLayer {
+ public:
+  DecoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
+               DropoutIds& ids);
+  void plan(Arena& arena, int64_t max_rows, int64_t max_scores);
+  // y: [batch*tgt_len, d_model]; enc_out: [batch*src_len, d_model].
+  Tensor forward(const Tensor& y, const Tensor& tgt_lengths, const Tensor& enc_out,
+                 const Tensor& src_lengths, int64_t batch, int64_t tgt_len, int64_t src_len,
+                 const StepContext& ctx);
+  // grad: gradient of the output in, of the input out (in place); d_enc_out accumulated (+=).
+  void backward(Tensor& grad, Tensor& d_enc_out, Workspace& ws);
+
+ private:
+  AttentionBlock self_attn_;
+  Sublayer self_attn_sub_;
+  AttentionBlock cross_attn_;
+  Sublayer cross_attn_sub_;
+  FeedForwardBlock ffn_;
+  Sublayer ffn_sub_;
+};
+
+}  // namespace nmt

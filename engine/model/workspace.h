@@ -1,0 +1,30 @@
+// Workspace: gradient scratch buffers shared by every layer during backward (layers run one at a
+// time, so one set suffices). Each user owns fixed slots, documented here, so nothing is clobbered.
+#pragma once
+
+#include "engine/model/arena.h"
+
+namespace nmt {
+
+struct Workspace {
+  // Sublayer (norm/residual wrapper) slots.
+  Buffer s1, s2, s3;       // [max_rows, d_model], all in the activation dtype
+  // AttentionBlock slots.
+  Buffer a1, a2, a3, a4;   // [max_rows, d_model]
+  // FeedForwardBlock slot.
+  Buffer f1;               // [max_rows, ffn_dim]
+
+  void plan(Arena& arena, int64_t max_rows, int64_t d_model, int64_t ffn_dim, DType dtype) {
+    int64_t n = max_rows * d_model;
+    s1 = arena.allocate("ws.s1", dtype, n);
+    s2 = arena.allocate("ws.s2", dtype, n);
+    s3 = arena.allocate("ws.s3", dtype, n);
+    a1 = arena.allocate("ws.a1", dtype, n);
+    a2 = arena.allocate("ws.a2", dtype, n);
+    a3 = arena.allocate("ws.a3", dtype, n);
+    a4 = arena.allocate("ws.a4", dtype, n);
+    f1 = arena.allocate("ws.f1", dtype, max_rows * ffn_dim);
+  }
+};
+
+}  // namespace nmt

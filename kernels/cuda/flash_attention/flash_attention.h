@@ -1,0 +1,23 @@
+// CUDA side of the fused attention (kernels/fused_attention.h): tiled tensor-core kernels for
+// bf16 / f16 with head_dim 64 or 128 (kernels/cuda/flash_attention/*.cu). Arguments are checked
+// by the dispatch in kernels/fused_attention.cpp; these check only what the kernels assume.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/fused_attention.h"
+
+namespace nmt::cuda {
+
+// Same contracts as nmt::fused_attention_forward / _backward; work goes on the current stream.
+void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
+                             Tensor& lse, const AttentionShape& shape, float dropout_p,
+                             const RngKey& key);
+void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
+                              const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
+                              const AttentionShape& shape, float dropout_p, const RngKey& key);
+
+// bf16 or f16 with head_dim 64 or 128.
+bool fused_attention_supported(DType dtype, int64_t head_dim);
+
+}  // namespace nmt::cuda

@@ -1,0 +1,283 @@
+// Fused attention for short sentences (q_len and kv_len <= 64, the NMT case) on Hopper: the
+// persistent short kernels of forward.cu / _backward_short.cu with the products
+// on wgmma (kernels/cuda/wgmma.cuh) instead of mma.sync. One warpgroup per block; a block walks
+// (sentence, head) items, loading the next item's tiles (swizzled, cp.async) into the second
+// shared-memory stage while it computes the current one. A whole item is one 64x64 tile, so the
+// forward needs no online rescaling and the backward block owns complete dQ rows (dSᵀ goes
+// through shared memory, delta comes from the staged out tile). Deterministic: no atomics.
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/flash_attention/common.cuh"
+#include "kernels/cuda/flash_attention/launch.cuh"
+#include "kernels/cuda/flash_attention/traits_short_wgmma.h"
+#include "kernels/cuda/wgmma.cuh"
+
+namespace nmt::cuda::flash {
+namespace {
+
+// The A fragment of keys (or queries) 16kk..16kk+15 from the accumulator chunks 2kk, 2kk + 1.
+template <typename T>
+__device__ __forceinline__ void a_fragment(uint32_t (&a)[4], const float (&acc)[8][4], int kk) {
+  a[0] = pack2<T>(acc[2 * kk][0], acc[2 * kk][1]);
+  a[1] = pack2<T>(acc[2 * kk][2], acc[2 * kk][3]);
+  a[2] = pack2<T>(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
+  a[3] = pack2<T>(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Params p) {
+  constexpr int kBlocks = D / 64;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = wgmma::align_to_swizzle(smem_raw);
+  auto tile = [&](int stage, int operand) {  // [stage][q, k, v]
+    return reinterpret_cast<T*>(smem + (3 * stage + operand) * kOperandBytes<D>);
+  };
+  uint8_t* s_keep = smem + 6 * kOperandBytes<D>;  // [query][key]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  auto load_item = [&](int item, int stage, int length) {
+    const int b = item / p.heads, h = item % p.heads;
+    const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
+    const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
+    wgmma::load_swizzled<T, D, kThreads>(tile(stage, 0),
+                                         static_cast<const T*>(p.q) + q_row0 * p.q_stride + h * D,
+                                         p.q_stride, p.q_len, threadIdx.x);
+    wgmma::load_swizzled<T, D, kThreads>(tile(stage, 1),
+                                         static_cast<const T*>(p.k) + kv_row0 * p.k_stride + h * D,
+                                         p.k_stride, length, threadIdx.x);
+    wgmma::load_swizzled<T, D, kThreads>(tile(stage, 2),
+                                         static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D,
+                                         p.v_stride, length, threadIdx.x);
+  };
+  for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
+    wgmma::fence_async_proxy();
+    const int b = item / p.heads, h = item % p.heads;
+    if (p.dropout_p > 0.0f)
+      fill_dropout_tile(s_keep, p.key, p.dropout_p,
+                        static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len);
+    __syncthreads();
+    const T* s_q = tile(stage, 0);
+    const T* s_k = tile(stage, 1);
+    const T* s_v = tile(stage, 2);
+
+    float s[1][8][4];
+    wgmma::fence();
+#pragma unroll
+    for (int step = 0; step < D / 16; ++step)
+      wgmma::mma_ss<T>(s[0], wgmma::desc_k_major_tile(s_q, step),
+                       wgmma::desc_k_major_tile(s_k, step), step > 0);
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::hold(s[0]);
+
+    float o[1][D / 8][4] = {};
+    float row_max[1][2] = {{-INFINITY, -INFINITY}}, row_sum[1][2] = {};
+    softmax_key_tile<D, 1>(p, s, o, row_max, row_sum, s_keep + warp * 16 * kMaskStride, 0, length,
+                           warp * 16, lane);
+    // o += p v, D / 64 column blocks of o at a time (each an [8][4] accumulator).
+    auto& o_blocks = reinterpret_cast<float(&)[kBlocks][8][4]>(o[0]);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t a[4];
+      a_fragment<T>(a, s[0], kk);
+#pragma unroll
+      for (int cb = 0; cb < kBlocks; ++cb)
+        wgmma::mma_rs<T, true>(o_blocks[cb], a, wgmma::desc_mn_major_tile(s_v, cb, kk), true);
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+#pragma unroll
+    for (int cb = 0; cb < kBlocks; ++cb) wgmma::hold(o_blocks[cb]);
+
+    const int rows = p.q_len;
+    normalise_rows<D>(o[0], row_max[0], row_sum[0], p,
+                      p.lse + static_cast<int64_t>(item) * p.q_len + warp * 16, rows - warp * 16,
+                      lane);
+    // The products are complete, so the warp's own Q rows can stage its output rows.
+    T* staged = tile(stage, 0);
+    wgmma::stage_rows<T, D / 8>(staged, o[0], 1.0f, warp, lane);
+    __syncwarp();
+    wgmma::store_rows<T, D>(
+        static_cast<T*>(p.out) + static_cast<int64_t>(b) * p.q_len * p.out_stride + h * D,
+        p.out_stride, staged, rows, warp, lane);
+  });
+}
+
+// Backward, head_dim 64: per item Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (rows: the warp's 16 keys), Pᵀ from
+// the saved lse, dSᵀ = Pᵀ (dPᵀ Z - delta), dV = (Pᵀ Z) dO and dK = dSᵀ Q from registers, then
+// dQ = dS K with dSᵀ staged in shared memory.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Params p) {
+  constexpr int D = 64;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = wgmma::align_to_swizzle(smem_raw);
+  auto tile = [&](int stage, int operand) {  // [stage][k, v, q, d_out, out]
+    return reinterpret_cast<T*>(smem + (5 * stage + operand) * kOperandBytes<D>);
+  };
+  T* s_ds = reinterpret_cast<T*>(smem + 10 * kOperandBytes<D>);           // [key][query] block
+  float* s_lse = reinterpret_cast<float*>(smem + 11 * kOperandBytes<D>);  // [2][kTile]
+  float* s_delta = s_lse + 2 * kTile;                                     // [kTile]
+  uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_delta + kTile);          // [query][key]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  auto load_item = [&](int item, int stage, int length) {
+    const int b = item / p.heads, h = item % p.heads;
+    const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
+    const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
+    auto load = [&](int operand, const void* base, int64_t row0, int64_t stride, int rows) {
+      wgmma::load_swizzled<T, D, kThreads>(tile(stage, operand),
+                                           static_cast<const T*>(base) + row0 * stride + h * D,
+                                           stride, rows, threadIdx.x);
+    };
+    load(0, p.k, kv_row0, p.k_stride, length);
+    load(1, p.v, kv_row0, p.v_stride, length);
+    load(2, p.q, q_row0, p.q_stride, p.q_len);
+    load(3, p.d_out, q_row0, p.d_out_stride, p.q_len);
+    load(4, p.out, q_row0, p.out_stride, p.q_len);
+    if (threadIdx.x < kTile) {  // the raw lse; rows past q_len read 0 (their Q, dO rows are 0)
+      const bool valid = static_cast<int>(threadIdx.x) < p.q_len;
+      cp_async4(s_lse + stage * kTile + threadIdx.x,
+                p.lse + static_cast<int64_t>(item) * p.q_len + (valid ? threadIdx.x : 0), valid);
+    }
+  };
+  for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
+    wgmma::fence_async_proxy();
+    const int b = item / p.heads, h = item % p.heads;
+    const bool dropout = p.dropout_p > 0.0f;
+    if (dropout)
+      fill_dropout_tile(s_keep, p.key, p.dropout_p,
+                        static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len);
+    T* s_k = tile(stage, 0);
+    T* s_v = tile(stage, 1);
+    T* s_q = tile(stage, 2);
+    T* s_do = tile(stage, 3);
+    const T* s_o = tile(stage, 4);
+    const float* tile_lse = s_lse + stage * kTile;
+    __syncthreads();
+    // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ run on the tensor cores while the threads compute delta.
+    float pt[8][4], dpt[8][4];
+    wgmma::fence();
+#pragma unroll
+    for (int step = 0; step < D / 16; ++step)
+      wgmma::mma_ss<T>(pt, wgmma::desc_k_major_tile(s_k, step), wgmma::desc_k_major_tile(s_q, step),
+                       step > 0);
+#pragma unroll
+    for (int step = 0; step < D / 16; ++step)
+      wgmma::mma_ss<T>(dpt, wgmma::desc_k_major_tile(s_v, step),
+                       wgmma::desc_k_major_tile(s_do, step), step > 0);
+    wgmma::commit();
+    {  // delta = rowsum(out * d_out): two threads a query row, 32 columns (4 chunks) each
+      const int row = threadIdx.x / 2, half = threadIdx.x % 2;
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int offset = wgmma::swizzled_offset(row, half * 32 + c * 8);
+        const uint4 o8 = *reinterpret_cast<const uint4*>(s_o + offset);
+        const uint4 d8 = *reinterpret_cast<const uint4*>(s_do + offset);
+        const uint32_t ow[4] = {o8.x, o8.y, o8.z, o8.w}, dw[4] = {d8.x, d8.y, d8.z, d8.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const float2 o2 = to_float2(*reinterpret_cast<const typename Vec2<T>::type*>(&ow[w]));
+          const float2 d2 = to_float2(*reinterpret_cast<const typename Vec2<T>::type*>(&dw[w]));
+          sum += o2.x * d2.x + o2.y * d2.y;
+        }
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      if (half == 0) s_delta[row] = sum;
+    }
+    __syncthreads();  // s_delta complete
+    wgmma::wait<0>();
+    wgmma::hold(pt);
+    wgmma::hold(dpt);
+
+    // Pᵀ (masked keys past the length or after the query: 0), then dSᵀ in dpt, Pᵀ Z in pt.
+    const int key0 = warp * 16 + g;
+    const bool masked = length < kTile || p.causal;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int query = nt * 8 + 2 * t4 + (e & 1), key = key0 + (e / 2) * 8;
+        // A query with no visible key (lse -inf) gets P = 0.
+        const float lse = tile_lse[query];
+        float prob =
+            lse == -INFINITY ? 0.0f : fast_exp2(fmaf(pt[nt][e], p.scale_log2, -lse * kLog2e));
+        if (masked && (key >= length || (p.causal && key > query))) prob = 0.0f;
+        const float keep =
+            dropout ? (s_keep[query * kMaskStride + key] ? p.keep_scale : 0.0f) : 1.0f;
+        dpt[nt][e] = prob * (dpt[nt][e] * keep - s_delta[query]);
+        pt[nt][e] = prob * keep;
+      }
+
+    float dv[8][4], dk[8][4];
+    wgmma::fence();
+#pragma unroll
+    for (int kq = 0; kq < 4; ++kq) {
+      uint32_t a[4];
+      a_fragment<T>(a, pt, kq);
+      wgmma::mma_rs<T, true>(dv, a, wgmma::desc_mn_major_tile(s_do, 0, kq), kq > 0);
+    }
+#pragma unroll
+    for (int kq = 0; kq < 4; ++kq) {
+      uint32_t a[4];
+      a_fragment<T>(a, dpt, kq);
+      wgmma::mma_rs<T, true>(dk, a, wgmma::desc_mn_major_tile(s_q, 0, kq), kq > 0);
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::hold(dv);
+    wgmma::hold(dk);
+    // dSᵀ into shared memory ([key][query]) for dQ = dS K. Only now: while a product whose A
+    // operand comes from registers runs, other code must not get the chance to reuse them.
+    wgmma::stage_rows<T, 8>(s_ds, dpt, 1.0f, warp, lane);
+    wgmma::fence_async_proxy();
+    __syncthreads();  // s_ds complete
+
+    // dQ = dS K on the tensor cores while dV goes out through V's rows (V is no longer read).
+    float dq[8][4];
+    wgmma::fence();
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+      wgmma::mma_ss<T, true, true>(dq, wgmma::desc_mn_major_tile(s_ds, 0, step),
+                                   wgmma::desc_mn_major_tile(s_k, 0, step), step > 0);
+    wgmma::commit();
+    const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
+    const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
+    wgmma::stage_rows<T, 8>(s_v, dv, 1.0f, warp, lane);
+    __syncwarp();
+    wgmma::store_rows<T, D>(static_cast<T*>(p.dv) + kv_row0 * p.dv_stride + h * D, p.dv_stride, s_v,
+                            p.kv_len, warp, lane);
+    wgmma::wait<0>();
+    wgmma::hold(dq);
+    __syncthreads();  // the dQ product is done with K: K's and dO's rows stage dK and dQ
+    wgmma::stage_rows<T, 8>(s_do, dq, p.scale, warp, lane);
+    wgmma::stage_rows<T, 8>(s_k, dk, p.scale, warp, lane);
+    __syncwarp();
+    wgmma::store_rows<T, D>(static_cast<T*>(p.dq) + q_row0 * p.dq_stride + h * D, p.dq_stride, s_do,
+                            p.q_len, warp, lane);
+    wgmma::store_rows<T, D>(static_cast<T*>(p.dk) + kv_row0 * p.dk_stride + h * D, p.dk_stride, s_k,
+                            p.kv_len, warp, lane);
+  });
+}
+
+}  // namespace
+
+void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream) {
+  dispatch(dtype, head_dim, [&](auto type_tag, auto dim_tag) {
+    using T = typename decltype(type_tag)::type;
+    constexpr int D = decltype(dim_tag)::value;
+    static int slots = 0;
+    const size_t smem = 1024 + 6 * kOperandBytes<D> + kTile * kMaskStride;
+    launch_persistent(forward_short_wgmma_kernel<T, D>, slots, smem, p, stream);
+  });
+}
+
+void launch_backward_short_wgmma(DType dtype, const Params& p, cudaStream_t stream) {
+  dispatch(dtype, 64, [&](auto type_tag, auto) {
+    using T = typename decltype(type_tag)::type;
+    static int slots = 0;
+    const size_t smem =
+        1024 + 11 * kOperandBytes<64> + 3 * kTile * sizeof(float) + kTile * kMaskStride;
+    launch_persistent(backward_short_wgmma_kernel<T>, slots, smem, p, stream);
+  });
+}
+
+}  // namespace nmt::cuda::flash
