@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/dispatch_checks.h"
+#include "kernels/op_checks.h"
 
 namespace nmt {
 

@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/decode_ops.h"
 #include "kernels/cuda/decode_ops.h"
-#include "kernels/dispatch_checks.h"
+#include "kernels/op_checks.h"
 
 namespace nmt {
 

@@ -8,8 +8,8 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/dispatch_checks.h"
 #include "kernels/half_host.h"
+#include "kernels/op_checks.h"
 
 namespace nmt {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/embedding.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/dispatch_checks.h"
+#include "kernels/op_checks.h"
 #include "kernels/sinusoid.h"
 
 namespace nmt {

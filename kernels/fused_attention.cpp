@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/fused_attention.h"
 #include "kernels/cuda/flash_attention/flash_attention.h"
-#include "kernels/dispatch_checks.h"
+#include "kernels/op_checks.h"
 
 namespace nmt {
 namespace {

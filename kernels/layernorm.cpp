@@ -3,7 +3,7 @@
 
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/dispatch_checks.h"
+#include "kernels/op_checks.h"
 
 namespace nmt {
 

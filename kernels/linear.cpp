@@ -3,8 +3,8 @@
 
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/dispatch_checks.h"
 #include "kernels/elementwise.h"
+#include "kernels/op_checks.h"
 
 namespace nmt {
 

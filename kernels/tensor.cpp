@@ -65,32 +65,4 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
   return t;
 }
 
-void check_shape(const char* op, const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
-  bool ok = t.rank == static_cast<int>(dims.size());
-  int i = 0;
-  for (int64_t d : dims) {
-    if (ok && t.shape[i] != d) ok = false;
-    ++i;
-  }
-  if (!ok) {
-    std::ostringstream os;
-    os << op << ": " << name << " has shape " << t.shape_string() << ", expected [";
-    i = 0;
-    for (int64_t d : dims) os << (i++ ? ", " : "") << d;
-    os << "]";
-    throw std::invalid_argument(os.str());
-  }
-}
-
-void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
-  const Tensor* first = nullptr;
-  for (const Tensor* t : tensors) {
-    if (!t || t->empty()) continue;
-    if (!first) first = t;
-    if (t->device != first->device)
-      throw std::invalid_argument(std::string(op) + ": tensors on different devices (" +
-                                  first->shape_string() + " vs " + t->shape_string() + ")");
-  }
-}
-
 }  // namespace nmt

@@ -45,8 +45,4 @@ struct Tensor {
   Tensor rows(int64_t begin, int64_t end) const;
 };
 
-// Throws std::invalid_argument naming the op and both shapes when the check fails.
-void check_shape(const char* op, const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
-void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
-
 }  // namespace nmt

@@ -14,9 +14,9 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
 
 namespace nmt::cuda {
 namespace {
@@ -166,10 +166,10 @@ void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
   check_shape(op, "v", v, {shape.batch * shape.kv_len, width});
   check_shape(op, "kv_lengths", kv_lengths, {shape.batch});
   check_shape(op, "probs", probs, {shape.batch, shape.heads, shape.q_len, shape.kv_len});
-  require_dtype(op, "kv_lengths", kv_lengths, DType::i32);
-  require_dtype(op, "probs", probs, DType::f32);
-  require_same_dtype(op, "k", k, "q", q);
-  require_same_dtype(op, "v", v, "q", q);
+  detail::require_dtype(op, "kv_lengths", kv_lengths, DType::i32);
+  detail::require_dtype(op, "probs", probs, DType::f32);
+  detail::require_same_dtype(op, "k", k, "q", q);
+  detail::require_same_dtype(op, "v", v, "q", q);
 }
 
 }  // namespace
@@ -180,13 +180,13 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   constexpr const char* op = "attention_forward";
   check_inputs(op, q, k, v, kv_lengths, probs, shape, dropout_p);
   check_shape(op, "out", out, {shape.batch * shape.q_len, shape.heads * shape.head_dim});
-  require_same_dtype(op, "out", out, "q", q);
-  require_on_gpu(op, {{"q", &q},
-                      {"k", &k},
-                      {"v", &v},
-                      {"kv_lengths", &kv_lengths},
-                      {"out", &out},
-                      {"probs", &probs}});
+  detail::require_same_dtype(op, "out", out, "q", q);
+  detail::require_on_gpu(op, {{"q", &q},
+                              {"k", &k},
+                              {"v", &v},
+                              {"kv_lengths", &kv_lengths},
+                              {"out", &out},
+                              {"probs", &probs}});
   const int64_t B = shape.batch, H = shape.heads, T = shape.q_len, S = shape.kv_len;
   const int64_t dh = shape.head_dim, width = H * dh, pairs = B * H;
   if (B == 0 || T == 0) return;
@@ -252,19 +252,19 @@ void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, c
   check_shape(op, "dq", dq, {shape.batch * shape.q_len, shape.heads * shape.head_dim});
   check_shape(op, "dk", dk, {shape.batch * shape.kv_len, shape.heads * shape.head_dim});
   check_shape(op, "dv", dv, {shape.batch * shape.kv_len, shape.heads * shape.head_dim});
-  require_same_dtype(op, "d_out", d_out, "q", q);
-  require_same_dtype(op, "dq", dq, "q", q);
-  require_same_dtype(op, "dk", dk, "q", q);
-  require_same_dtype(op, "dv", dv, "q", q);
-  require_on_gpu(op, {{"d_out", &d_out},
-                      {"q", &q},
-                      {"k", &k},
-                      {"v", &v},
-                      {"probs", &probs},
-                      {"kv_lengths", &kv_lengths},
-                      {"dq", &dq},
-                      {"dk", &dk},
-                      {"dv", &dv}});
+  detail::require_same_dtype(op, "d_out", d_out, "q", q);
+  detail::require_same_dtype(op, "dq", dq, "q", q);
+  detail::require_same_dtype(op, "dk", dk, "q", q);
+  detail::require_same_dtype(op, "dv", dv, "q", q);
+  detail::require_on_gpu(op, {{"d_out", &d_out},
+                              {"q", &q},
+                              {"k", &k},
+                              {"v", &v},
+                              {"probs", &probs},
+                              {"kv_lengths", &kv_lengths},
+                              {"dq", &dq},
+                              {"dk", &dk},
+                              {"dv", &dv}});
   const int64_t B = shape.batch, H = shape.heads, T = shape.q_len, S = shape.kv_len;
   const int64_t dh = shape.head_dim, width = H * dh, pairs = B * H;
   if (B == 0) return;

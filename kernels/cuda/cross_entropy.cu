@@ -11,9 +11,9 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
 
 namespace nmt::cuda {
 namespace {
@@ -258,16 +258,16 @@ void launch_rows(unsigned rows, int threads, const T* logits, const int32_t* tar
 LossSums cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, int32_t pad_id,
                                         float smoothing, float grad_scale, Tensor& d_logits) {
   constexpr const char* op = "cross_entropy_forward_backward";
-  require_rank(op, "logits", logits, 2);
+  detail::require_rank(op, "logits", logits, 2);
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
   check_shape(op, "targets", targets, {rows});
-  require_dtype(op, "targets", targets, DType::i32);
+  detail::require_dtype(op, "targets", targets, DType::i32);
   if (!d_logits.empty()) {
     check_shape(op, "d_logits", d_logits, {rows, vocab});
-    require_same_dtype(op, "d_logits", d_logits, "logits", logits);
+    detail::require_same_dtype(op, "d_logits", d_logits, "logits", logits);
   }
-  require_on_gpu(op, {{"logits", &logits}, {"targets", &targets}});
-  require_optional_on_gpu(op, {{"d_logits", &d_logits}});
+  detail::require_on_gpu(op, {{"logits", &logits}, {"targets", &targets}});
+  detail::require_optional_on_gpu(op, {{"d_logits", &d_logits}});
   if (!(smoothing >= 0.0f && smoothing <= 1.0f))
     throw std::invalid_argument(std::string(op) + ": label smoothing " + std::to_string(smoothing) +
                                 " is outside [0, 1]");

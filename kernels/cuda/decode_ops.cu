@@ -9,9 +9,9 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
 #include "kernels/sinusoid.h"
 
 namespace nmt::cuda {
@@ -79,8 +79,8 @@ bool multiple_of(size_t bytes, const void* a, const void* b, size_t word) {
 void embedding_forward_at(const Tensor& ids, const Tensor& table, Tensor& out, int64_t position,
                           float scale, int32_t pad_id) {
   constexpr const char* op = "embedding_forward_at";
-  require_same_dtype(op, "out", out, "table", table);
-  require_on_gpu(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
+  detail::require_same_dtype(op, "out", out, "table", table);
+  detail::require_on_gpu(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
   const int64_t rows = ids.dim(0), vocab = table.dim(0), d_model = table.dim(1);
   if (rows == 0 || d_model == 0) return;
   cudaStream_t stream = current_stream();
@@ -100,7 +100,7 @@ void embedding_forward_at(const Tensor& ids, const Tensor& table, Tensor& out, i
 
 void cache_write_position(const Tensor& x, Tensor& cache, int64_t position) {
   constexpr const char* op = "cache_write_position";
-  require_on_gpu(op, {{"x", &x}, {"cache", &cache}});
+  detail::require_on_gpu(op, {{"x", &x}, {"cache", &cache}});
   const size_t row_bytes = static_cast<size_t>(x.dim(1)) * dtype_size(x.dtype);
   const size_t pitch = static_cast<size_t>(cache.dim(1)) * row_bytes;
   char* first = static_cast<char*>(cache.data) + static_cast<size_t>(position) * row_bytes;
@@ -112,7 +112,7 @@ void cache_write_position(const Tensor& x, Tensor& cache, int64_t position) {
 
 void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len) {
   constexpr const char* op = "gather_blocks";
-  require_on_gpu(op, {{"src", &src}, {"index", &index}, {"dst", &dst}});
+  detail::require_on_gpu(op, {{"src", &src}, {"index", &index}, {"dst", &dst}});
   const size_t row_bytes = static_cast<size_t>(src.dim(2)) * dtype_size(src.dtype);
   const size_t block_bytes = static_cast<size_t>(src.dim(1)) * row_bytes;
   const size_t used_bytes = static_cast<size_t>(used_len) * row_bytes;

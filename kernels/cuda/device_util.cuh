@@ -11,7 +11,8 @@
 #include <string>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/op_checks.h"
+#include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
 #include "kernels/tensor.h"
 
 namespace nmt::cuda {

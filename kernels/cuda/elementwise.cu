@@ -7,8 +7,8 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
 
 namespace nmt::cuda {
 namespace {
@@ -117,8 +117,8 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_
 
 void check_same(const char* op, const char* name, const Tensor& t, const char* like_name,
                 const Tensor& like) {
-  require_same_shape(op, name, t, like_name, like);
-  require_same_dtype(op, name, t, like_name, like);
+  detail::require_same_shape(op, name, t, like_name, like);
+  detail::require_same_dtype(op, name, t, like_name, like);
 }
 
 void check_dropout_p(const char* op, float p) {
@@ -130,7 +130,7 @@ void check_dropout_p(const char* op, float p) {
 void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const RngKey& key) {
   check_same(op, "output", y, "input", x);
   check_dropout_p(op, p);
-  require_on_gpu(op, {{"input", &x}, {"output", &y}});
+  detail::require_on_gpu(op, {{"input", &x}, {"output", &y}});
   const int64_t n = x.numel();
   if (n == 0) return;
   cudaStream_t stream = current_stream();
@@ -162,7 +162,7 @@ void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const Rn
 void relu_forward(const Tensor& x, Tensor& y) {
   constexpr const char* op = "relu_forward";
   check_same(op, "y", y, "x", x);
-  require_on_gpu(op, {{"x", &x}, {"y", &y}});
+  detail::require_on_gpu(op, {{"x", &x}, {"y", &y}});
   launch_map(op, x, x, y, ReluForwardOp{});
 }
 
@@ -170,7 +170,7 @@ void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
   constexpr const char* op = "relu_backward";
   check_same(op, "y", y, "dy", dy);
   check_same(op, "dx", dx, "dy", dy);
-  require_on_gpu(op, {{"dy", &dy}, {"y", &y}, {"dx", &dx}});
+  detail::require_on_gpu(op, {{"dy", &dy}, {"y", &y}, {"dx", &dx}});
   launch_map(op, dy, y, dx, ReluBackwardOp{});
 }
 
@@ -178,26 +178,26 @@ void residual_add(const Tensor& a, const Tensor& b, Tensor& y) {
   constexpr const char* op = "residual_add";
   check_same(op, "b", b, "a", a);
   check_same(op, "y", y, "a", a);
-  require_on_gpu(op, {{"a", &a}, {"b", &b}, {"y", &y}});
+  detail::require_on_gpu(op, {{"a", &a}, {"b", &b}, {"y", &y}});
   launch_map(op, a, b, y, AddOp{});
 }
 
 void add_inplace(Tensor& y, const Tensor& x) {
   constexpr const char* op = "add_inplace";
   check_same(op, "x", x, "y", y);
-  require_on_gpu(op, {{"y", &y}, {"x", &x}});
+  detail::require_on_gpu(op, {{"y", &y}, {"x", &x}});
   launch_map(op, y, x, y, AddOp{});
 }
 
 void scale_inplace(Tensor& y, float s) {
   constexpr const char* op = "scale_inplace";
-  require_on_gpu(op, {{"y", &y}});
+  detail::require_on_gpu(op, {{"y", &y}});
   launch_map(op, y, y, y, ScaleOp{s});
 }
 
 void fill_zero(Tensor& y) {
   constexpr const char* op = "fill_zero";
-  require_on_gpu(op, {{"y", &y}});
+  detail::require_on_gpu(op, {{"y", &y}});
   if (y.numel() == 0) return;
   // All-zero bytes are 0 in every dtype.
   CUDA_CHECK(cudaMemsetAsync(y.data, 0, y.bytes(), current_stream()));
@@ -206,8 +206,8 @@ void fill_zero(Tensor& y) {
 void copy_tensor(const Tensor& src, Tensor& dst) {
   constexpr const char* op = "copy_tensor";
   check_same(op, "dst", dst, "src", src);
-  require_data(op, "src", src);
-  require_data(op, "dst", dst);
+  detail::require_data(op, "src", src);
+  detail::require_data(op, "dst", dst);
   if (src.numel() == 0 || src.data == dst.data) return;
   cudaStream_t stream = current_stream();
   CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream));
@@ -217,7 +217,7 @@ void copy_tensor(const Tensor& src, Tensor& dst) {
 
 void convert_tensor(const Tensor& src, Tensor& dst) {
   constexpr const char* op = "convert_tensor";
-  require_on_gpu(op, {{"src", &src}, {"dst", &dst}});
+  detail::require_on_gpu(op, {{"src", &src}, {"dst", &dst}});
   const int64_t n = src.numel();
   if (n == 0) return;
   cudaStream_t stream = current_stream();

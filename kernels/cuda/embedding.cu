@@ -11,9 +11,9 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
 #include "kernels/sinusoid.h"
 
 namespace nmt::cuda {
@@ -158,13 +158,13 @@ int bits_for(uint64_t max_value) {
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int64_t seq_len,
                        float scale, int32_t pad_id) {
   constexpr const char* op = "embedding_forward";
-  require_rank(op, "ids", ids, 1);
-  require_rank(op, "table", table, 2);
+  detail::require_rank(op, "ids", ids, 1);
+  detail::require_rank(op, "table", table, 2);
   const int64_t rows = ids.dim(0), vocab = table.dim(0), d_model = table.dim(1);
   check_shape(op, "out", out, {rows, d_model});
-  require_dtype(op, "ids", ids, DType::i32);
-  require_same_dtype(op, "out", out, "table", table);
-  require_on_gpu(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
+  detail::require_dtype(op, "ids", ids, DType::i32);
+  detail::require_same_dtype(op, "out", out, "table", table);
+  detail::require_on_gpu(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
   if (seq_len <= 0 || rows % seq_len != 0)
     throw std::invalid_argument(std::string(op) + ": rows " + std::to_string(rows) +
                                 " is not a multiple of seq_len " + std::to_string(seq_len));
@@ -199,13 +199,13 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
                         int32_t pad_id) {
   constexpr const char* op = "embedding_backward";
-  require_rank(op, "ids", ids, 1);
-  require_rank(op, "d_table", d_table, 2);
+  detail::require_rank(op, "ids", ids, 1);
+  detail::require_rank(op, "d_table", d_table, 2);
   const int64_t rows = ids.dim(0), vocab = d_table.dim(0), d_model = d_table.dim(1);
   check_shape(op, "d_out", d_out, {rows, d_model});
-  require_dtype(op, "ids", ids, DType::i32);
-  require_dtype(op, "d_table", d_table, DType::f32);
-  require_on_gpu(op, {{"ids", &ids}, {"d_out", &d_out}, {"d_table", &d_table}});
+  detail::require_dtype(op, "ids", ids, DType::i32);
+  detail::require_dtype(op, "d_table", d_table, DType::f32);
+  detail::require_on_gpu(op, {{"ids", &ids}, {"d_out", &d_out}, {"d_table", &d_table}});
   if (rows == 0 || d_model == 0) return;
   if (rows > INT32_MAX || vocab >= UINT32_MAX)
     throw std::invalid_argument(std::string(op) + ": too many rows or too large a vocabulary");

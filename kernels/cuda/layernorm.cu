@@ -10,10 +10,10 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
 
 namespace nmt::cuda {
 namespace {
@@ -278,10 +278,10 @@ bool with_row_variant(int64_t d, bool aligned, F&& f) {
 }
 
 void check_common(const char* op, const Tensor& x, const Tensor& gamma) {
-  require_rank(op, "x", x, 2);
+  detail::require_rank(op, "x", x, 2);
   const int64_t d = x.dim(1);
   check_shape(op, "gamma", gamma, {d});
-  require_same_dtype(op, "gamma", gamma, "x", x);
+  detail::require_same_dtype(op, "gamma", gamma, "x", x);
 }
 
 }  // namespace
@@ -295,11 +295,11 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   check_shape(op, "y", y, {rows, d});
   check_shape(op, "mean", mean, {rows});
   check_shape(op, "rstd", rstd, {rows});
-  require_same_dtype(op, "beta", beta, "x", x);
-  require_same_dtype(op, "y", y, "x", x);
-  require_dtype(op, "mean", mean, DType::f32);
-  require_dtype(op, "rstd", rstd, DType::f32);
-  require_on_gpu(
+  detail::require_same_dtype(op, "beta", beta, "x", x);
+  detail::require_same_dtype(op, "y", y, "x", x);
+  detail::require_dtype(op, "mean", mean, DType::f32);
+  detail::require_dtype(op, "rstd", rstd, DType::f32);
+  detail::require_on_gpu(
       op,
       {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}, {"y", &y}, {"mean", &mean}, {"rstd", &rstd}});
   if (rows == 0 || d == 0) return;
@@ -337,20 +337,20 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   check_shape(op, "dx", dx, {rows, d});
   check_shape(op, "d_gamma", d_gamma, {d});
   check_shape(op, "d_beta", d_beta, {d});
-  require_same_dtype(op, "dy", dy, "x", x);
-  require_same_dtype(op, "dx", dx, "x", x);
-  require_dtype(op, "mean", mean, DType::f32);
-  require_dtype(op, "rstd", rstd, DType::f32);
-  require_dtype(op, "d_gamma", d_gamma, DType::f32);
-  require_dtype(op, "d_beta", d_beta, DType::f32);
-  require_on_gpu(op, {{"dy", &dy},
-                      {"x", &x},
-                      {"gamma", &gamma},
-                      {"mean", &mean},
-                      {"rstd", &rstd},
-                      {"dx", &dx},
-                      {"d_gamma", &d_gamma},
-                      {"d_beta", &d_beta}});
+  detail::require_same_dtype(op, "dy", dy, "x", x);
+  detail::require_same_dtype(op, "dx", dx, "x", x);
+  detail::require_dtype(op, "mean", mean, DType::f32);
+  detail::require_dtype(op, "rstd", rstd, DType::f32);
+  detail::require_dtype(op, "d_gamma", d_gamma, DType::f32);
+  detail::require_dtype(op, "d_beta", d_beta, DType::f32);
+  detail::require_on_gpu(op, {{"dy", &dy},
+                              {"x", &x},
+                              {"gamma", &gamma},
+                              {"mean", &mean},
+                              {"rstd", &rstd},
+                              {"dx", &dx},
+                              {"d_gamma", &d_gamma},
+                              {"d_beta", &d_beta}});
   if (rows == 0 || d == 0) return;
   cudaStream_t stream = current_stream();
   StreamResources& resources = stream_resources(stream);

@@ -10,9 +10,9 @@
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
 
 namespace nmt::cuda {
 namespace {
@@ -29,20 +29,20 @@ namespace {
 
 void linear_forward_epilogue(const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
                              Tensor& y, bool relu) {
-  require_rank(op, "x", x, 2);
-  require_rank(op, "w", w, 2);
+  detail::require_rank(op, "x", x, 2);
+  detail::require_rank(op, "w", w, 2);
   const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
   check_shape(op, "w", w, {out, in});
   check_shape(op, "y", y, {rows, out});
   require_float(op, "x", x);
-  require_same_dtype(op, "w", w, "x", x);
-  require_same_dtype(op, "y", y, "x", x);
+  detail::require_same_dtype(op, "w", w, "x", x);
+  detail::require_same_dtype(op, "y", y, "x", x);
   if (!b.empty()) {
     check_shape(op, "b", b, {out});
-    require_same_dtype(op, "b", b, "x", x);
+    detail::require_same_dtype(op, "b", b, "x", x);
   }
-  require_on_gpu(op, {{"x", &x}, {"w", &w}, {"y", &y}});
-  require_optional_on_gpu(op, {{"b", &b}});
+  detail::require_on_gpu(op, {{"x", &x}, {"w", &w}, {"y", &y}});
+  detail::require_optional_on_gpu(op, {{"b", &b}});
   if (rows == 0 || out == 0) return;
   if (in == 0)
     throw std::invalid_argument(std::string(op) + ": x " + x.shape_string() + " has no columns");
@@ -74,28 +74,28 @@ void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tens
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                      Tensor& db) {
   constexpr const char* op = "linear_backward";
-  require_rank(op, "x", x, 2);
-  require_rank(op, "w", w, 2);
+  detail::require_rank(op, "x", x, 2);
+  detail::require_rank(op, "w", w, 2);
   const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
   check_shape(op, "w", w, {out, in});
   check_shape(op, "dy", dy, {rows, out});
   require_float(op, "x", x);
-  require_same_dtype(op, "w", w, "x", x);
-  require_same_dtype(op, "dy", dy, "x", x);
+  detail::require_same_dtype(op, "w", w, "x", x);
+  detail::require_same_dtype(op, "dy", dy, "x", x);
   if (!dx.empty()) {
     check_shape(op, "dx", dx, {rows, in});
-    require_same_dtype(op, "dx", dx, "x", x);
+    detail::require_same_dtype(op, "dx", dx, "x", x);
   }
   if (!dw.empty()) {
     check_shape(op, "dw", dw, {out, in});
-    require_dtype(op, "dw", dw, DType::f32);
+    detail::require_dtype(op, "dw", dw, DType::f32);
   }
   if (!db.empty()) {
     check_shape(op, "db", db, {out});
-    require_dtype(op, "db", db, DType::f32);
+    detail::require_dtype(op, "db", db, DType::f32);
   }
-  require_on_gpu(op, {{"dy", &dy}, {"x", &x}, {"w", &w}});
-  require_optional_on_gpu(op, {{"dx", &dx}, {"dw", &dw}, {"db", &db}});
+  detail::require_on_gpu(op, {{"dy", &dy}, {"x", &x}, {"w", &w}});
+  detail::require_optional_on_gpu(op, {{"dx", &dx}, {"dw", &dw}, {"db", &db}});
   if (rows == 0) return;
   cudaStream_t stream = current_stream();
   if (!dx.empty() && in > 0) {

@@ -7,9 +7,9 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/op_checks.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
 
 namespace nmt::cuda {
 namespace {
@@ -162,8 +162,8 @@ void with_compute(const char* op, const Tensor* compute, const Tensor& param, F&
     f(TypeTag<__nv_bfloat16>{}, static_cast<__nv_bfloat16*>(nullptr));
     return;
   }
-  require_same_shape(op, "compute", *compute, "param", param);
-  require_on_gpu(op, {{"compute", compute}});
+  detail::require_same_shape(op, "compute", *compute, "param", param);
+  detail::require_on_gpu(op, {{"compute", compute}});
   dispatch_float_dtype(compute->dtype, op, "compute", [&](auto tag) {
     using C = typename decltype(tag)::type;
     f(tag, static_cast<C*>(compute->data));
@@ -172,14 +172,14 @@ void with_compute(const char* op, const Tensor* compute, const Tensor& param, F&
 
 void check_adam(const char* op, const Tensor& param, const Tensor& grad, const Tensor& m,
                 const Tensor& v) {
-  require_same_shape(op, "grad", grad, "param", param);
-  require_same_shape(op, "m", m, "param", param);
-  require_same_shape(op, "v", v, "param", param);
-  require_dtype(op, "param", param, DType::f32);
-  require_dtype(op, "grad", grad, DType::f32);
-  require_dtype(op, "m", m, DType::f32);
-  require_dtype(op, "v", v, DType::f32);
-  require_on_gpu(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+  detail::require_same_shape(op, "grad", grad, "param", param);
+  detail::require_same_shape(op, "m", m, "param", param);
+  detail::require_same_shape(op, "v", v, "param", param);
+  detail::require_dtype(op, "param", param, DType::f32);
+  detail::require_dtype(op, "grad", grad, DType::f32);
+  detail::require_dtype(op, "m", m, DType::f32);
+  detail::require_dtype(op, "v", v, DType::f32);
+  detail::require_on_gpu(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
 }
 
 bool all_aligned(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
@@ -191,7 +191,7 @@ bool all_aligned(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor
 
 double sum_of_squares(const Tensor& x) {
   constexpr const char* op = "sum_of_squares";
-  require_on_gpu(op, {{"x", &x}});
+  detail::require_on_gpu(op, {{"x", &x}});
   const int64_t n = x.numel();
   if (n == 0) return 0.0;
   cudaStream_t stream = current_stream();
@@ -249,7 +249,7 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
 void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
                       float grad_scale, Tensor* compute) {
   constexpr const char* op = "lazy_adam_update";
-  require_rank(op, "param", param, 2);
+  detail::require_rank(op, "param", param, 2);
   check_adam(op, param, grad, m, v);
   const int64_t rows = param.dim(0), cols = param.dim(1);
   if (rows == 0 || cols == 0) return;

@@ -1,5 +1,7 @@
-// The thread-local current CUDA stream.
+// The thread-local current CUDA stream, and the current device's multiprocessor count.
 #include "kernels/cuda/stream.h"
+
+#include "kernels/cuda/check.h"
 
 namespace nmt::cuda {
 namespace {
@@ -14,6 +16,16 @@ cudaStream_t current_stream() {
 
 void set_current_stream(cudaStream_t stream) {
   g_current_stream = stream;
+}
+
+int multiprocessor_count() {
+  thread_local int cached[64] = {};
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= 64) device = 0;
+  if (cached[device] == 0)
+    CUDA_CHECK(cudaDeviceGetAttribute(&cached[device], cudaDevAttrMultiProcessorCount, device));
+  return cached[device];
 }
 
 }  // namespace nmt::cuda

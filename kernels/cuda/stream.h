@@ -9,6 +9,9 @@ namespace nmt::cuda {
 cudaStream_t current_stream();
 void set_current_stream(cudaStream_t stream);
 
+// Multiprocessors of the current device (cached per device and thread).
+int multiprocessor_count();
+
 // Sets the current stream for a scope and restores the previous one on exit.
 class StreamScope {
  public:

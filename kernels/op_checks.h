@@ -1,0 +1,70 @@
+// The one check library of the ops: shape, rank, dtype, device and data checks with messages that
+// name the op and the tensor, used by the dispatch files (kernels/<op>.cpp) and by the CUDA side
+// (kernels/cuda/) for what its kernels assume, and the error for ops whose CUDA backend is not
+// wired yet. check_shape and check_same_device are also used above the kernels (engine/decode).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "kernels/attention.h"
+#include "kernels/tensor.h"
+
+namespace nmt {
+
+// Throws std::invalid_argument naming the op and both shapes when the check fails.
+void check_shape(const char* op, const char* name, const Tensor& t,
+                 std::initializer_list<int64_t> dims);
+// Throws std::invalid_argument unless every non-empty tensor lives on one device.
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+
+}  // namespace nmt
+
+namespace nmt::detail {
+
+// Throws std::invalid_argument "<op>: <name> must be f32 on the CPU, got [..] bf16 cpu".
+void require_dtype(const char* op, const char* name, const Tensor& t, DType dtype);
+// Throws unless `t` has the dtype of `like`.
+void require_same_dtype(const char* op, const char* name, const Tensor& t, const char* like_name,
+                        const Tensor& like);
+
+// Throws std::invalid_argument unless `t` has exactly the rank and dims of `like`.
+void require_same_shape(const char* op, const char* name, const Tensor& t, const char* like_name,
+                        const Tensor& like);
+
+// Throws std::invalid_argument "<op>: <name> has shape [..], expected rank <rank> <layout>"
+// (without the layout when it is null).
+void require_rank(const char* op, const char* name, const Tensor& t, int rank,
+                  const char* layout = nullptr);
+
+// Throws unless `t` has data whenever it has elements.
+void require_data(const char* op, const char* name, const Tensor& t);
+// Throws std::invalid_argument unless `t` is empty or lives on the GPU.
+void require_cuda(const char* op, const char* name, const Tensor& t);
+
+struct NamedTensor {
+  const char* name;
+  const Tensor* tensor;
+};
+// require_cuda and require_data for each tensor.
+void require_on_gpu(const char* op, std::initializer_list<NamedTensor> tensors);
+// For optional arguments, which a Tensor without data (a default Tensor) leaves out: require_cuda.
+void require_optional_on_gpu(const char* op, std::initializer_list<NamedTensor> tensors);
+
+// The data of a CPU tensor as f32 / i32; throws std::invalid_argument naming the op and tensor when
+// the dtype differs ("the ops are fp32-only on the CPU") or a non-empty shape has no data.
+float* cpu_f32(const char* op, const char* name, const Tensor& t);
+int32_t* cpu_i32(const char* op, const char* name, const Tensor& t);
+
+// Throws std::invalid_argument naming the op for a negative length or batch, no heads, no head
+// dimension, or a dropout probability outside [0, 1).
+void check_attention_shape(const char* op, const AttentionShape& shape, float dropout_p);
+
+// The device every non-empty tensor of the call lives on (after check_same_device).
+Device call_device(std::initializer_list<const Tensor*> tensors);
+
+// Throws std::runtime_error "<op>: the CUDA backend of this op is not built yet".
+[[noreturn]] void throw_cuda_not_built(const char* op);
+
+}  // namespace nmt::detail
