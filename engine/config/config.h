@@ -27,8 +27,11 @@ enum class OptimizerKind : uint8_t { adam, lazyadam };
 enum class LrPolicy : uint8_t { transformer_policy, inverse_sqrt, constant };
 // How the projections are initialised (engine/model/param_init.h has the distributions).
 enum class InitScheme : uint8_t {
-  xavier,   // every weight matrix Xavier-uniform per projection, biases 0 (the engine's first)
-  torch,    // PyTorch nn.TransformerEncoderLayer/DecoderLayer defaults, drawn per layer
+  xavier,  // every weight matrix Xavier-uniform per projection, biases 0 (the engine's first)
+  torch,   // PyTorch nn.TransformerEncoderLayer/DecoderLayer defaults, drawn per layer
+  // `torch` as nn.TransformerEncoder/Decoder builds it: one layer drawn, every layer of the stack
+  // starting as a copy of it.
+  torch_copies,
   fairseq,  // fairseq: q/k/v Xavier-uniform with gain 1/sqrt(2), the rest Xavier-uniform
   scaled,   // `torch`, residual-branch outputs scaled by 1/sqrt(branches in the stack) (GPT-2)
   small,    // SmallInit N(0, sqrt(2/(5d))) with Wang's N(0, 2/(L sqrt(d))) on branch outputs
@@ -49,7 +52,7 @@ struct ModelConfig {
   bool shared_embeddings = true;
   double layernorm_eps = 1e-6;
   int64_t max_positions = 1024;
-  InitScheme init = InitScheme::torch;
+  InitScheme init = InitScheme::torch_copies;
 };
 
 struct DataConfig {
@@ -83,7 +86,7 @@ struct TrainConfig {
   int64_t threads = 0;               // 0 = all cores
   double loss_scale = 32768;         // fp16 only: the initial dynamic loss scale
   int64_t loss_scale_window = 1000;  // fp16 only: clean steps before the scale doubles
-  int64_t max_bad_steps = 20;  // consecutive non-finite steps that stop the run; 0 = never
+  int64_t max_bad_steps = 20;        // consecutive non-finite steps that stop the run; 0 = never
 };
 
 struct OptimizerConfig {

@@ -15,9 +15,13 @@ using EnumNames = std::vector<std::pair<std::string, Enum>>;
 
 const EnumNames<NormPosition> kNormNames = {{"post", NormPosition::post},
                                             {"pre", NormPosition::pre}};
-const EnumNames<InitScheme> kInitNames = {
-    {"xavier", InitScheme::xavier}, {"torch", InitScheme::torch}, {"fairseq", InitScheme::fairseq},
-    {"scaled", InitScheme::scaled}, {"small", InitScheme::small}, {"deepnet", InitScheme::deepnet}};
+const EnumNames<InitScheme> kInitNames = {{"xavier", InitScheme::xavier},
+                                          {"torch", InitScheme::torch},
+                                          {"torch_copies", InitScheme::torch_copies},
+                                          {"fairseq", InitScheme::fairseq},
+                                          {"scaled", InitScheme::scaled},
+                                          {"small", InitScheme::small},
+                                          {"deepnet", InitScheme::deepnet}};
 const EnumNames<LengthPolicy> kLengthPolicyNames = {{"drop", LengthPolicy::kDrop},
                                                     {"truncate", LengthPolicy::kTruncate}};
 const EnumNames<OptimizerKind> kOptimizerNames = {{"adam", OptimizerKind::adam},
@@ -157,7 +161,9 @@ std::vector<ConfigKey> build_keys() {
           "Initialisation of the attention and feed-forward projections (embeddings are always "
           "N(0, d^-1/2), layer norms 1/0): xavier = Xavier-uniform per projection, biases 0; "
           "torch = PyTorch's nn.TransformerEncoderLayer defaults (q/k/v Xavier-uniform as one "
-          "[3d, d] matrix, output and feed-forward U(+-1/sqrt(fan_in)), feed-forward biases too); "
+          "[3d, d] matrix, output and feed-forward U(+-1/sqrt(fan_in)), feed-forward biases too), "
+          "each layer drawn on its own; torch_copies = the same, with every layer of a stack "
+          "starting as a copy of its first (as nn.TransformerEncoder/Decoder build it); "
           "fairseq = q/k/v Xavier-uniform with gain 1/sqrt(2), the rest Xavier-uniform; scaled = "
           "torch with the attention-output and fc2 weights divided by sqrt(residual branches of "
           "the stack) (GPT-2); small = N(0, sqrt(2/(5 d))) with N(0, 2/(layers sqrt(d))) on those "

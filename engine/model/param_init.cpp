@@ -79,6 +79,7 @@ InitDraw init_draw(InitScheme scheme, const ParamRoleOf& p, double fan_in, doubl
     case InitScheme::xavier:
       return p.bias ? zero() : uniform(xavier_bound(fan_in, fan_out));
     case InitScheme::torch:
+    case InitScheme::torch_copies:  // the copies are ParamStore::initialize's: same streams
       return torch_draw(p, fan_in, fan_out);
     case InitScheme::fairseq: {
       if (p.bias) return zero();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -80,6 +81,16 @@ InitDepth depth_of(const std::deque<Param>& params) {
   return depth;
 }
 
+// `encoder.layers.3.fc1.weight` -> `encoder.layers.0.fc1.weight`; other names unchanged.
+std::string layer_zero_twin(const std::string& name) {
+  for (std::string_view stack : {"encoder.layers.", "decoder.layers."}) {
+    if (name.rfind(stack, 0) != 0) continue;
+    const size_t dot = name.find('.', stack.size());
+    return std::string(stack) + "0" + name.substr(dot);
+  }
+  return name;
+}
+
 // [fan_out, fan_in] of a projection weight; a bias takes its weight's (the name with `.weight`).
 std::pair<double, double> fans_of(const ParamStore& store, const Param& p) {
   const Param* weight = &p;
@@ -113,9 +124,16 @@ void ParamStore::initialize(uint64_t seed, InitScheme scheme) {
   int64_t d_model = 0;
   for (const Param& p : params_)
     if (p.kind == ParamKind::embedding) d_model = p.shape.back();
-  uint32_t tensor_id = 0x70000000u;  // init streams are disjoint from dropout's tensor ids
+  // One random stream per parameter, disjoint from dropout's tensor ids; with torch_copies a
+  // parameter of layer N > 0 reads the stream of its layer-0 twin, so each stack's layers start
+  // as copies of its first, as PyTorch's deep-copied layers do.
+  std::map<std::string, uint32_t> stream_of;
+  uint32_t next_stream = 0x70000000u;
+  for (const Param& p : params_) stream_of[p.name] = next_stream++;
   for (const Param& p : params_) {
-    RngKey key{seed, 0, tensor_id++};
+    uint32_t stream = stream_of[p.name];
+    if (scheme == InitScheme::torch_copies) stream = stream_of.at(layer_zero_twin(p.name));
+    RngKey key{seed, 0, stream};
     float* out = host.data() + p.offset;
     switch (p.kind) {
       case ParamKind::weight:

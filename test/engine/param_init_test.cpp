@@ -1,6 +1,7 @@
 // Initialisation schemes (model.init): every projection of a real Transformer is drawn from the
 // distribution its scheme names, which the test recomputes from the formulas (not from
-// engine/model/param_init.cpp): mean, standard deviation and range of each weight and bias, on the CPU.
+// engine/model/param_init.cpp): mean, standard deviation and range of each weight and bias, on the
+// CPU.
 #include "engine/model/param_init.h"
 
 #include <algorithm>
@@ -65,6 +66,7 @@ Expected expected_for(nmt::InitScheme scheme, const std::string& name) {
     case S::xavier:
       return {true, bias ? 0 : xavier};
     case S::torch:
+    case S::torch_copies:
     case S::scaled: {
       double bound =
           qkv ? (bias ? 0 : std::sqrt(6.0 / (4 * d))) : (out && bias ? 0 : 1.0 / std::sqrt(fan_in));
@@ -91,7 +93,8 @@ Expected expected_for(nmt::InitScheme scheme, const std::string& name) {
 
 TEST_CASE("each init scheme draws every projection from its distribution", "[cpu][init]") {
   using S = nmt::InitScheme;
-  for (S scheme : {S::xavier, S::torch, S::fairseq, S::scaled, S::small, S::deepnet}) {
+  for (S scheme :
+       {S::xavier, S::torch, S::torch_copies, S::fairseq, S::scaled, S::small, S::deepnet}) {
     nmt::Transformer model(test_shape(scheme == S::torch), nmt::Device::cpu, 16, 8);
     model.params().initialize(3, scheme);
     int checked = 0;
@@ -149,6 +152,38 @@ TEST_CASE("initialisation depends on the seed only, and xavier is the store's de
   const float* x = static_cast<const float*>(model.params().master().data);
   CHECK(std::vector<float>(x, x + model.params().total_elements()) ==
         weights(5, nmt::InitScheme::xavier));
+}
+
+TEST_CASE("torch_copies starts every layer of a stack as a copy of its first", "[cpu][init]") {
+  nmt::Transformer copies(test_shape(true), nmt::Device::cpu, 16, 8);
+  copies.params().initialize(4, nmt::InitScheme::torch_copies);
+  nmt::Transformer drawn(test_shape(true), nmt::Device::cpu, 16, 8);
+  drawn.params().initialize(4, nmt::InitScheme::torch);
+  auto values = [](nmt::Transformer& m, const std::string& name) {
+    const nmt::Param* p = m.params().find(name);
+    REQUIRE(p);
+    const float* x = static_cast<const float*>(p->value.data);
+    return std::vector<float>(x, x + p->numel);
+  };
+  for (const std::string stack : {"encoder", "decoder"}) {
+    const int layers = stack == "encoder" ? kEncoder : kDecoder;
+    for (const std::string part : {"self_attn.q_proj.weight", "self_attn.out_proj.weight",
+                                   "fc1.weight", "fc1.bias", "fc2.weight"}) {
+      const std::string first = stack + ".layers.0." + part;
+      INFO(first);
+      // Layer 0 is the per-layer scheme's layer 0; every later layer repeats it.
+      CHECK(values(copies, first) == values(drawn, first));
+      for (int layer = 1; layer < layers; ++layer) {
+        const std::string name = stack + ".layers." + std::to_string(layer) + "." + part;
+        CHECK(values(copies, name) == values(copies, first));
+        CHECK(values(drawn, name) != values(drawn, first));
+      }
+    }
+  }
+  CHECK(values(copies, "decoder.layers.1.encoder_attn.k_proj.weight") ==
+        values(copies, "decoder.layers.0.encoder_attn.k_proj.weight"));
+  CHECK(values(copies, "encoder.layers.0.fc1.weight") !=
+        values(copies, "decoder.layers.0.fc1.weight"));
 }
 
 TEST_CASE("parameter roles are read from the PyTorch-style names", "[cpu][init]") {
