@@ -165,10 +165,11 @@ TEST_CASE("torch_copies starts every layer of a stack as a copy of its first", "
     const float* x = static_cast<const float*>(p->value.data);
     return std::vector<float>(x, x + p->numel);
   };
-  for (const std::string stack : {"encoder", "decoder"}) {
+  for (const std::string& stack : std::vector<std::string>{"encoder", "decoder"}) {
     const int layers = stack == "encoder" ? kEncoder : kDecoder;
-    for (const std::string part : {"self_attn.q_proj.weight", "self_attn.out_proj.weight",
-                                   "fc1.weight", "fc1.bias", "fc2.weight"}) {
+    for (const std::string& part :
+         std::vector<std::string>{"self_attn.q_proj.weight", "self_attn.out_proj.weight",
+                                  "fc1.weight", "fc1.bias", "fc2.weight"}) {
       const std::string first = stack + ".layers.0." + part;
       INFO(first);
       // Layer 0 is the per-layer scheme's layer 0; every later layer repeats it.
