@@ -62,11 +62,6 @@ const std::string& trained_reverse_checkpoint() {
   return path;
 }
 
-void write_lines(const std::string& path, const std::vector<std::string>& lines) {
-  std::ofstream out(path, std::ios::binary);
-  for (const auto& line : lines) out << line << "\n";
-}
-
 const ReverseText& reverse_text() {
   static ScratchDir dir("nmt-decode-test");
   static const ReverseText text = [] {

@@ -26,7 +26,4 @@ struct ReverseText {
 };
 const ReverseText& reverse_text();
 
-// Writes each line followed by '\n'.
-void write_lines(const std::string& path, const std::vector<std::string>& lines);
-
 }  // namespace nmt::test

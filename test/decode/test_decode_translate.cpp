@@ -24,22 +24,12 @@ namespace {
 namespace fs = std::filesystem;
 using nmt::test::contains;
 using nmt::test::error_of;
+using nmt::test::read_lines;
 using nmt::test::reverse_text;
 using nmt::test::ReverseText;
 using nmt::test::write_lines;
 
 const std::string kCorpus = "../shared/data/bible-en-es/";
-
-std::vector<std::string> read_lines(const std::string& path, size_t first, size_t count) {
-  std::ifstream in(path);
-  if (!in)
-    throw std::runtime_error("cannot open " + path + " (the shared corpora beside the repo)");
-  std::vector<std::string> lines;
-  std::string line;
-  for (size_t i = 0; lines.size() < count && std::getline(in, line); ++i)
-    if (i >= first) lines.push_back(line);
-  return lines;
-}
 
 // A 200-piece SentencePiece model (nmt-prep on 300 training pairs) and a checkpoint of an untrained
 // model over it: outputs are arbitrary but a pure function of each input line.

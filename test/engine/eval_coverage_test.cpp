@@ -21,24 +21,11 @@
 
 namespace {
 
+using nmt::test::read_lines;
+using nmt::test::write_lines;
+
 constexpr int64_t kTrainLimit = 16;    // data.max_src_len and data.max_tgt_len
 constexpr int64_t kMaxPositions = 48;  // model.max_positions
-
-std::vector<std::string> read_lines(const std::string& path, size_t first, size_t count) {
-  std::ifstream in(path);
-  if (!in)
-    throw std::runtime_error("cannot open " + path + " (the shared corpora beside the repo)");
-  std::vector<std::string> lines;
-  std::string line;
-  for (size_t i = 0; lines.size() < count && std::getline(in, line); ++i)
-    if (i >= first) lines.push_back(line);
-  return lines;
-}
-
-void write_lines(const std::string& path, const std::vector<std::string>& lines) {
-  std::ofstream out(path);
-  for (const std::string& line : lines) out << line << '\n';
-}
 
 std::string joined(const std::vector<std::string>& lines) {
   std::string s;

@@ -21,7 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using nmt::test::error_of;
+using nmt::test::read_lines;
 using nmt::test::ScratchDir;
+using nmt::test::write_lines;
 
 constexpr int64_t kSteps = 40;
 constexpr int64_t kLogEvery = 5;
@@ -131,20 +133,6 @@ void check_resume_is_exact(const nmt::RunConfig& base, int64_t stop_at) {
   }
 }
 
-std::vector<std::string> read_lines(const std::string& path, size_t count) {
-  std::ifstream in(path);
-  if (!in)
-    throw std::runtime_error("cannot open " + path + " (the shared corpora beside the repo)");
-  std::vector<std::string> lines;
-  for (std::string line; lines.size() < count && std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-void write_lines(const std::string& path, const std::vector<std::string>& lines) {
-  std::ofstream out(path);
-  for (const std::string& line : lines) out << line << "\n";
-}
-
 // An nmt-prep directory from the first 500 pairs of bible-en-es (vocabulary 300) with a small dev
 // split, made once per test process.
 const std::string& bible_prep_dir() {
@@ -153,8 +141,8 @@ const std::string& bible_prep_dir() {
   if (!prep.empty()) return prep;
   const std::string corpus = "../shared/data/bible-en-es/";
   for (const char* side : {"en", "es"}) {
-    write_lines(dir.path() + "/train." + side, read_lines(corpus + "train." + side, 500));
-    write_lines(dir.path() + "/dev." + side, read_lines(corpus + "dev." + side, 16));
+    write_lines(dir.path() + "/train." + side, read_lines(corpus + "train." + side, 0, 500));
+    write_lines(dir.path() + "/dev." + side, read_lines(corpus + "dev." + side, 0, 16));
   }
   nmt::PrepOptions o;
   o.train_source = dir.path() + "/train.en";

@@ -1,11 +1,13 @@
 // ScratchDir: a unique directory per object (pid and a process-wide counter keep parallel test
-// processes and threads apart).
+// processes and threads apart); line-file helpers.
 #include "test/support/lib/scratch_dir.h"
 
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <stdexcept>
 
 namespace nmt::test {
 
@@ -21,6 +23,22 @@ ScratchDir::ScratchDir(const std::string& prefix) {
 ScratchDir::~ScratchDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+std::vector<std::string> read_lines(const std::string& path, size_t first, size_t count) {
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("cannot open " + path + " (the shared corpora beside the repo)");
+  std::vector<std::string> lines;
+  std::string line;
+  for (size_t i = 0; lines.size() < count && std::getline(in, line); ++i)
+    if (i >= first) lines.push_back(line);
+  return lines;
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path, std::ios::binary);
+  for (const std::string& line : lines) out << line << '\n';
 }
 
 }  // namespace nmt::test

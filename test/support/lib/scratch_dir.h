@@ -1,9 +1,12 @@
 // Test helpers every suite may use: a scratch directory removed at the end of a test, the message
-// of an expected exception (portable across Catch2 2 and 3), and a substring check.
+// of an expected exception (portable across Catch2 2 and 3), a substring check, and reading and
+// writing files of lines (slices of the shared corpora).
 #pragma once
 
+#include <cstddef>
 #include <exception>
 #include <string>
+#include <vector>
 
 namespace nmt::test {
 
@@ -37,5 +40,12 @@ std::string error_of(Action&& action) {
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
+
+// Lines [first, first + count) of a text file (fewer where it ends); throws std::runtime_error
+// naming the file when it cannot be opened.
+std::vector<std::string> read_lines(const std::string& path, size_t first, size_t count);
+
+// Writes each line followed by '\n' (binary: no newline translation).
+void write_lines(const std::string& path, const std::vector<std::string>& lines);
 
 }  // namespace nmt::test
