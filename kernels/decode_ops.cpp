@@ -2,6 +2,7 @@
 // the shape checks both share.
 #include "kernels/decode_ops.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -74,6 +75,35 @@ void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t 
   cpu::gather_blocks(src.data, src.dim(0), index.i32(), n, dst.data,
                      static_cast<size_t>(block_len) * row_bytes,
                      static_cast<size_t>(used_len) * row_bytes);
+}
+
+void logits_top_k(const Tensor& logits, int32_t extra_id, Tensor& top_ids, Tensor& top_logits,
+                  Tensor& row_stats) {
+  constexpr const char* op = "logits_top_k";
+  detail::require_rank(op, "logits", logits, 2, "[rows, vocab]");
+  detail::require_rank(op, "top_ids", top_ids, 2, "[rows, k]");
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1), k = top_ids.dim(1);
+  check_shape(op, "top_ids", top_ids, {rows, k});
+  check_shape(op, "top_logits", top_logits, {rows, k});
+  check_shape(op, "row_stats", row_stats, {rows, 2});
+  detail::require_dtype(op, "top_ids", top_ids, DType::i32);
+  detail::require_dtype(op, "top_logits", top_logits, DType::f32);
+  detail::require_dtype(op, "row_stats", row_stats, DType::f32);
+  if (k < 1 || k > std::min(vocab, kMaxTopK))
+    throw std::invalid_argument(std::string(op) + ": k = " + std::to_string(k) +
+                                " must be in [1, min(vocab " + std::to_string(vocab) + ", " +
+                                std::to_string(kMaxTopK) + ")]");
+  if (extra_id < 0 || extra_id >= vocab)
+    throw std::invalid_argument(std::string(op) + ": extra_id " + std::to_string(extra_id) +
+                                " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  check_same_device(op, {&logits, &top_ids, &top_logits, &row_stats});
+  if (rows == 0) return;
+  if (detail::call_device({&logits, &top_ids, &top_logits, &row_stats}) == Device::cuda)
+    return cuda::logits_top_k(logits, extra_id, top_ids, top_logits, row_stats);
+  cpu::logits_top_k(detail::cpu_f32(op, "logits", logits), rows, vocab, k, extra_id,
+                    detail::cpu_i32(op, "top_ids", top_ids),
+                    detail::cpu_f32(op, "top_logits", top_logits),
+                    detail::cpu_f32(op, "row_stats", row_stats));
 }
 
 }  // namespace nmt

@@ -1,6 +1,6 @@
 // Ops of incremental decoding (engine/decode/incremental_decoder.h): the token embedding of one
-// given position, writing one position of a key/value cache, and gathering cache blocks (beam
-// reorder).
+// given position, writing one position of a key/value cache, gathering cache blocks (beam
+// reorder), and the per-row top-k and log-sum-exp of the logits that beam search expands from.
 #pragma once
 
 #include <cstdint>
@@ -27,5 +27,20 @@ void cache_write_position(const Tensor& x, Tensor& cache, int64_t position);
 // dst:   [dst_blocks >= n, block_len, width], same dtype, must not overlap src.
 // dst[i, t, :] = src[index[i], t, :] for i < n, t < used_len. Any dtype (a copy).
 void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len);
+
+// The most candidates logits_top_k returns per row on the GPU (beam search asks for beam + 1).
+inline constexpr int64_t kMaxTopK = 16;
+
+// logits:     [rows, vocab] (CPU: f32; CUDA: f32, bf16 or f16)
+// top_ids:    [rows, k] i32 written: each row's k highest logits' ids, highest first; equal logits
+//             keep the lower id first (so k = 1 is the argmax greedy search takes). 1 <= k <=
+//             min(vocab, kMaxTopK).
+// top_logits: [rows, k] f32 written: those logits.
+// row_stats:  [rows, 2] f32 written: the row's log-sum-exp log(sum_j exp(logit_j)), then its
+//             logit at extra_id (beam search's eos, the one token allowed at the length limit).
+// The log-probability of id j is logit_j - log-sum-exp: the host needs these 2k + 2 numbers per
+// row, not the row.
+void logits_top_k(const Tensor& logits, int32_t extra_id, Tensor& top_ids, Tensor& top_logits,
+                  Tensor& row_stats);
 
 }  // namespace nmt

@@ -1,6 +1,6 @@
 // Beam search: grouping sources to fit the model's plan, the step loop (one decoder position per
-// hypothesis through a StepDecoder, then a reorder of its caches), expansion with a host-side
-// log-softmax, and the finishing rules.
+// hypothesis through a StepDecoder, then a reorder of its caches), expansion from each row's top
+// candidates and log-sum-exp (logits_top_k, on the logits' device), and the finishing rules.
 #include "engine/decode/decode.h"
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 #include "engine/decode/full_prefix_decoder.h"
 #include "engine/decode/incremental_decoder.h"
 #include "engine/model/host_copy.h"
+#include "kernels/decode_ops.h"
+#include "kernels/elementwise.h"
 
 namespace nmt {
 
@@ -36,46 +38,40 @@ struct SentenceSearch {
   std::vector<Hypothesis> finished;
 };
 
-double log_sum_exp(const float* row, int64_t vocab) {  // row: [vocab] logits
-  float top = *std::max_element(row, row + vocab);
-  double sum = 0;  // float exponentials (each in (0, 1]), summed in double
-  for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - top);
-  return top + std::log(sum);
-}
-
-// The ids of the `count` highest logits, highest first. Equal logits keep the lower id first, as
-// greedy_decode's argmax does: this is what makes beam 1 reproduce it token for token.
-void top_ids(const float* row, int64_t vocab, int64_t count, std::vector<int32_t>& out) {
-  out.clear();
-  for (int64_t j = 0; j < vocab; ++j) {
-    if (static_cast<int64_t>(out.size()) == count && !(row[j] > row[out.back()])) continue;
-    size_t pos = out.size();
-    while (pos > 0 && row[out[pos - 1]] < row[j]) --pos;
-    out.insert(out.begin() + static_cast<std::ptrdiff_t>(pos), static_cast<int32_t>(j));
-    if (static_cast<int64_t>(out.size()) > count) out.pop_back();
-  }
-}
+// The candidates of one hypothesis (one row of logits), as logits_top_k returns them: its
+// `count` best tokens (highest logit first, equal logits lower id first), their logits, the row's
+// log-sum-exp, and the logit of eos.
+struct RowCandidates {
+  const int32_t* ids;   // [count]
+  const float* logits;  // [count]
+  int64_t count;
+  double log_sum_exp;
+  float eos_logit;
+};
 
 // Extends every live hypothesis of `s` by one token. Candidates are ranked by log-probability; an
 // eos among the best `beam` finishes its parent, and the best `beam` others stay live. Each parent
 // offers its beam + 1 best tokens: enough for `beam` non-eos children even when one is eos.
-void expand(SentenceSearch& s, const float* logits,  // [live, vocab] logits of the last position
-            int64_t vocab, const BeamOptions& o, std::vector<Candidate>& candidates,
-            std::vector<int32_t>& ids) {
+// rows(slot): the candidates of the live hypothesis in that slot.
+template <typename Rows>
+void expand(SentenceSearch& s, Rows&& rows, int64_t vocab, const BeamOptions& o,
+            std::vector<Candidate>& candidates) {
   auto generated = static_cast<int64_t>(s.live.front().tokens.size());
   bool forced = generated >= s.max_new;  // at the length limit only eos may follow
   candidates.clear();
   for (size_t slot = 0; slot < s.live.size(); ++slot) {
-    const float* row = logits + static_cast<int64_t>(slot) * vocab;
-    double lse = log_sum_exp(row, vocab);
+    const RowCandidates row = rows(slot);
+    const double parent = s.live[slot].log_prob;
     if (forced) {
-      ids.assign(1, kEosId);
-    } else {
-      top_ids(row, vocab, std::min(o.beam + 1, vocab), ids);
-    }
-    for (int32_t id : ids)
       candidates.push_back(
-          {s.live[slot].log_prob + (row[id] - lse), id, static_cast<int32_t>(slot)});
+          {parent + (row.eos_logit - row.log_sum_exp), kEosId, static_cast<int32_t>(slot)});
+      continue;
+    }
+    for (int64_t i = 0; i < row.count; ++i) {
+      if (row.ids[i] < 0 || row.ids[i] >= vocab) continue;  // fewer real candidates (NaN logits)
+      candidates.push_back(
+          {parent + (row.logits[i] - row.log_sum_exp), row.ids[i], static_cast<int32_t>(slot)});
+    }
   }
   // Stable: equal scores keep parent order, then logit order (beam 1 = greedy's argmax).
   std::stable_sort(candidates.begin(), candidates.end(),
@@ -140,8 +136,18 @@ int64_t max_target_tokens(const BeamOptions& o, int64_t source_tokens, const Tra
 }
 
 BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
-    : model_(model), options_(options) {
+    : model_(model), options_(options), candidates_arena_(Arena::planner(model.device())) {
   validate_beam_options(options);
+  if (model.device() == Device::cuda && candidates_per_row() <= kMaxTopK) {
+    // Every step's rows fit the model's plan (rows * prefix <= max_rows).
+    const int64_t rows = model.max_rows(), k = candidates_per_row();
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1) candidates_arena_ = Arena(model.device(), candidates_arena_.used());
+      candidate_ids_ = candidates_arena_.allocate("beam.candidate_ids", DType::i32, rows * k);
+      candidate_values_ =
+          candidates_arena_.allocate("beam.candidate_values", DType::f32, rows * (k + 2));
+    }
+  }
   if (options.full_prefix) {
     decoder_ = std::make_unique<FullPrefixDecoder>(model);
     return;
@@ -238,26 +244,26 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
   std::vector<int64_t> active(static_cast<size_t>(sentences));
   std::iota(active.begin(), active.end(), 0);
   std::vector<int32_t> tokens(static_cast<size_t>(sentences * beam), kBosId), parents;
-  std::vector<float> host_logits;
+  const int64_t k = candidates_per_row();
 
   for (int64_t position = 0; !active.empty(); ++position) {
-    Tensor logits = decoder_->step(tokens, position);
-    copy_to_host_f32(logits, host_logits);  // [rows, vocab]
-
-    // Sentences expand independently, and on the GPU the host-side log-softmax and top-k over
-    // the vocabulary are much of a step: one sentence per thread.
+    Tensor logits = decoder_->step(tokens, position);  // [rows, vocab]
+    read_candidates(logits);
+    // Sentences expand independently from their rows' candidates (2k + 2 numbers a row).
     const auto live_sentences = static_cast<int64_t>(active.size());
+    const int64_t rows = logits.dim(0);
     std::vector<char> done(active.size(), 0);
-#pragma omp parallel
-    {
-      std::vector<Candidate> candidates;
-      std::vector<int32_t> ids;
-#pragma omp for schedule(dynamic)
-      for (int64_t a = 0; a < live_sentences; ++a) {
-        SentenceSearch& s = state[active[a]];
-        expand(s, host_logits.data() + a * beam * vocab, vocab, options_, candidates, ids);
-        done[a] = settled(s, options_) ? 1 : 0;
-      }
+    std::vector<Candidate> candidates;
+    for (int64_t a = 0; a < live_sentences; ++a) {
+      SentenceSearch& s = state[active[a]];
+      auto row = [&](size_t slot) {
+        const int64_t r = a * beam + static_cast<int64_t>(slot);
+        return RowCandidates{host_ids_.data() + r * k, host_values_.data() + r * k, k,
+                             host_values_[static_cast<size_t>(rows * k + 2 * r)],
+                             host_values_[static_cast<size_t>(rows * k + 2 * r + 1)]};
+      };
+      expand(s, row, vocab, options_, candidates);
+      done[a] = settled(s, options_) ? 1 : 0;
     }
     // The surviving sentences keep their order (finished ones drop out); each new row continues
     // its parent's row, whose cached positions the decoder gathers.
@@ -287,6 +293,39 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
     out[i] = std::move(f);
   }
   return out;
+}
+
+int64_t BeamSearch::candidates_per_row() const {
+  return std::min(options_.beam + 1, model_.shape().vocab);
+}
+
+void BeamSearch::read_candidates(const Tensor& logits) {  // logits: [rows, vocab]
+  const int64_t rows = logits.dim(0), k = candidates_per_row();
+  host_ids_.resize(static_cast<size_t>(rows * k));
+  host_values_.resize(static_cast<size_t>(rows * (k + 2)));  // [rows, k] logits, [rows, 2] stats
+  Tensor ids(host_ids_.data(), DType::i32, Device::cpu, {rows, k});
+  Tensor values(host_values_.data(), DType::f32, Device::cpu, {rows, k});
+  Tensor stats(host_values_.data() + rows * k, DType::f32, Device::cpu, {rows, 2});
+  if (logits.device == Device::cpu && logits.dtype == DType::f32) {
+    logits_top_k(logits, kEosId, ids, values, stats);
+    return;
+  }
+  if (logits.device == Device::cuda && k <= kMaxTopK) {
+    // On the device, then two small reads: ids, then logits and stats together.
+    Tensor device_ids = candidate_ids_.view({rows, k});
+    Tensor device_values = candidate_values_.view({rows * (k + 2)});
+    Tensor device_top = device_values.rows(0, rows * k).reshaped({rows, k});
+    Tensor device_stats = device_values.rows(rows * k, rows * (k + 2)).reshaped({rows, 2});
+    logits_top_k(logits, kEosId, device_ids, device_top, device_stats);
+    Tensor all_values(host_values_.data(), DType::f32, Device::cpu, {rows * (k + 2)});
+    copy_tensor(device_ids, ids);
+    copy_tensor(device_values, all_values);
+    return;
+  }
+  // A beam wider than the device kernel's lists: the whole logits to the host.
+  copy_to_host_f32(logits, host_logits_);
+  Tensor host_logits(host_logits_.data(), DType::f32, Device::cpu, {rows, logits.dim(1)});
+  logits_top_k(host_logits, kEosId, ids, values, stats);
 }
 
 DecodePlan plan_decoding(const BeamOptions& beam, int64_t longest_source, int64_t max_positions,

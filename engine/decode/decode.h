@@ -10,6 +10,7 @@
 
 #include "data/batch.h"
 #include "engine/decode/step_decoder.h"
+#include "engine/model/arena.h"
 #include "engine/model/transformer.h"
 
 namespace nmt {
@@ -66,10 +67,19 @@ class BeamSearch {
   // Rows one sentence needs at its longest step: beam * max(source, longest prefix).
   int64_t rows_needed(int64_t padded_source, int64_t longest_source) const;
   std::vector<std::vector<Hypothesis>> search_fitting(const Batch& batch);
+  // Tokens each hypothesis offers per step: beam + 1 (enough for beam live ones when one is eos).
+  int64_t candidates_per_row() const;
+  // Fills host_ids_ ([rows, k]) and host_values_ ([rows, k] logits, then [rows, 2] log-sum-exp and
+  // eos logit) from logits ([rows, vocab]) with logits_top_k on their device.
+  void read_candidates(const Tensor& logits);
 
   Transformer& model_;
   BeamOptions options_;
   std::unique_ptr<StepDecoder> decoder_;  // planned once, for the largest group the plan admits
+  Arena candidates_arena_;                // on the GPU: logits_top_k's outputs for max_rows rows
+  Buffer candidate_ids_, candidate_values_;
+  std::vector<int32_t> host_ids_;
+  std::vector<float> host_values_, host_logits_;
 };
 
 // The model's plan for decoding sources of at most `longest_source` tokens: the longest sentence

@@ -1,6 +1,8 @@
 // CPU reference of the incremental-decoding ops: one-position embedding, cache write, block gather.
 #include "kernels/cpu/decode_ops.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -51,6 +53,33 @@ void gather_blocks(const void* src, int64_t src_blocks, const int32_t* index, in
                                   std::to_string(src_blocks) + ")");
     std::memcpy(to + static_cast<size_t>(i) * block_bytes,
                 from + static_cast<size_t>(index[i]) * block_bytes, used_bytes);
+  }
+}
+
+void logits_top_k(const float* logits, int64_t rows, int64_t vocab, int64_t k, int32_t extra_id,
+                  int32_t* top_ids, float* top_logits, float* row_stats) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * vocab;
+    int32_t* ids = top_ids + r * k;
+    // Insertion into a list sorted by (logit descending, id ascending): ids arrive in increasing
+    // order, so an equal logit never displaces an earlier one.
+    int64_t filled = 0;
+    for (int64_t j = 0; j < vocab; ++j) {
+      if (filled == k && !(row[j] > row[ids[k - 1]])) continue;
+      int64_t pos = filled < k ? filled++ : k - 1;
+      while (pos > 0 && row[ids[pos - 1]] < row[j]) {
+        ids[pos] = ids[pos - 1];
+        --pos;
+      }
+      ids[pos] = static_cast<int32_t>(j);
+    }
+    for (int64_t i = 0; i < k; ++i) top_logits[r * k + i] = row[ids[i]];
+    const float top = *std::max_element(row, row + vocab);
+    double sum = 0;  // float exponentials (each in (0, 1]), summed in double
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - top);
+    row_stats[2 * r] = static_cast<float>(top + std::log(sum));
+    row_stats[2 * r + 1] = row[extra_id];
   }
 }
 

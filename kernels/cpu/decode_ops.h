@@ -21,4 +21,10 @@ void cache_write_position(const void* x, void* cache, int64_t rows, int64_t cach
 void gather_blocks(const void* src, int64_t src_blocks, const int32_t* index, int64_t n, void* dst,
                    size_t block_bytes, size_t used_bytes);
 
+// logits: [rows, vocab]; top_ids, top_logits: [rows, k]; row_stats: [rows, 2] (log-sum-exp, logit
+// at extra_id). Ranking: higher logit first, equal logits lower id first. The log-sum-exp sums the
+// float exponentials in double.
+void logits_top_k(const float* logits, int64_t rows, int64_t vocab, int64_t k, int32_t extra_id,
+                  int32_t* top_ids, float* top_logits, float* row_stats);
+
 }  // namespace nmt::cpu

@@ -17,4 +17,9 @@ void cache_write_position(const Tensor& x, Tensor& cache, int64_t position);
 // src: [src_blocks, block_len, width]; index: [n] i32; dst: [>= n, block_len, width]; any dtype.
 void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len);
 
+// logits: [rows, vocab] T; top_ids: [rows, k] i32; top_logits: [rows, k] f32; row_stats: [rows, 2]
+// f32 (kernels/decode_ops.h). One block per row; k <= kMaxTopK.
+void logits_top_k(const Tensor& logits, int32_t extra_id, Tensor& top_ids, Tensor& top_logits,
+                  Tensor& row_stats);
+
 }  // namespace nmt::cuda

@@ -216,3 +216,52 @@ TEST_CASE("beam search on CUDA: the incremental decoder finds what the full-pref
     CHECK(incremental[i].front().score == Approx(full[i].front().score).margin(1e-4));
   }
 }
+
+TEST_CASE("logits_top_k on CUDA: the CPU reference's ids and logits, log-sum-exp within float",
+          "[decode][cuda]") {
+  nmt::DType dtype = GENERATE(nmt::DType::f32, nmt::DType::bf16, nmt::DType::f16);
+  INFO(nmt::dtype_name(dtype));
+  // Odd vocabularies (fewer and more entries than the block's threads) and every compiled list.
+  for (int64_t vocab : {3, 300, 8003}) {
+    for (int64_t k : {1, 2, 3, 5, 9, 16}) {
+      if (k > vocab) continue;
+      INFO("vocab " << vocab << ", k " << k);
+      const int64_t rows = 7;
+      std::vector<float> host(rows * vocab);
+      for (int64_t i = 0; i < rows * vocab; ++i)  // coarse values: ties in every dtype
+        host[i] = 0.25f * static_cast<float>((i * 7919 + 13) % 61) - 7.0f;
+      nmt::Arena arena(nmt::Device::cuda, 1 << 22);
+      std::vector<float> staged_host = host;
+      nmt::Tensor src(staged_host.data(), nmt::DType::f32, nmt::Device::cpu, {rows, vocab});
+      nmt::Tensor f32 = arena.allocate("f32", nmt::DType::f32, rows * vocab).view({rows, vocab});
+      nmt::Tensor logits = arena.allocate("logits", dtype, rows * vocab).view({rows, vocab});
+      nmt::copy_tensor(src, f32);
+      nmt::convert_tensor(f32, logits);
+      std::vector<float> rounded;  // the logits as the kernel reads them
+      nmt::copy_to_host_f32(logits, rounded);
+      nmt::Tensor ids = arena.allocate("ids", nmt::DType::i32, rows * k).view({rows, k});
+      nmt::Tensor top = arena.allocate("top", nmt::DType::f32, rows * k).view({rows, k});
+      nmt::Tensor stats = arena.allocate("stats", nmt::DType::f32, rows * 2).view({rows, 2});
+      const auto extra = static_cast<int32_t>(vocab - 1);
+      nmt::logits_top_k(logits, extra, ids, top, stats);
+
+      std::vector<int32_t> want_ids(rows * k), got_ids(rows * k);
+      std::vector<float> want_top(rows * k), want_stats(rows * 2), got_top, got_stats;
+      nmt::Tensor want_ids_t(want_ids.data(), nmt::DType::i32, nmt::Device::cpu, {rows, k});
+      nmt::Tensor want_top_t(want_top.data(), nmt::DType::f32, nmt::Device::cpu, {rows, k});
+      nmt::Tensor want_stats_t(want_stats.data(), nmt::DType::f32, nmt::Device::cpu, {rows, 2});
+      nmt::Tensor rounded_t(rounded.data(), nmt::DType::f32, nmt::Device::cpu, {rows, vocab});
+      nmt::logits_top_k(rounded_t, extra, want_ids_t, want_top_t, want_stats_t);
+      nmt::Tensor got_ids_t(got_ids.data(), nmt::DType::i32, nmt::Device::cpu, {rows, k});
+      nmt::copy_tensor(ids, got_ids_t);
+      nmt::copy_to_host_f32(top, got_top);
+      nmt::copy_to_host_f32(stats, got_stats);
+      CHECK(got_ids == want_ids);
+      CHECK(got_top == want_top);
+      for (int64_t r = 0; r < rows; ++r) {
+        CHECK(got_stats[2 * r] == Approx(want_stats[2 * r]).epsilon(1e-6));
+        CHECK(got_stats[2 * r + 1] == want_stats[2 * r + 1]);
+      }
+    }
+  }
+}

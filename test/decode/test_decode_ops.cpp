@@ -1,6 +1,9 @@
 // The incremental-decoding ops on the CPU (kernels/decode_ops.h): the one-position embedding is
 // embedding_forward's row at that position bit for bit, cache writes land at their position, and
-// block gathers copy the used part of each chosen block; bad arguments are named.
+// block gathers copy the used part of each chosen block, logits_top_k ranks as a full sort does;
+// bad arguments are named.
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -87,4 +90,53 @@ TEST_CASE("cache_write_position and gather_blocks copy what they say", "[decode]
                    nmt::gather_blocks(cpu(src, {rows, len, width}), cpu(index, {3}), dst_t, 5);
                  }),
                  "used_len 5"));
+}
+
+TEST_CASE("logits_top_k: the k best ids by a full sort, ties to the lower id, log-sum-exp",
+          "[decode][ops]") {
+  const int64_t rows = 5, vocab = 37;
+  std::vector<float> logits(rows * vocab);
+  for (int64_t i = 0; i < rows * vocab; ++i)  // few distinct values: many ties
+    logits[i] = 0.5f * static_cast<float>((i * 7919) % 11) - 2.0f;
+  logits[2 * vocab + 3] = -INFINITY;  // an id that can never win
+  for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{16}, vocab}) {
+    INFO("k = " << k);
+    std::vector<int32_t> ids(rows * k);
+    std::vector<float> top(rows * k), stats(rows * 2);
+    nmt::Tensor ids_out = cpu(ids, {rows, k}), top_out = cpu(top, {rows, k}),
+                stats_out = cpu(stats, {rows, 2});
+    if (k > nmt::kMaxTopK) {
+      CHECK(
+          contains(error_of([&] {
+                     nmt::logits_top_k(cpu(logits, {rows, vocab}), 2, ids_out, top_out, stats_out);
+                   }),
+                   "k = 37"));
+      continue;
+    }
+    nmt::logits_top_k(cpu(logits, {rows, vocab}), 2, ids_out, top_out, stats_out);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = logits.data() + r * vocab;
+      std::vector<int32_t> order(vocab);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+      double sum = 0;
+      for (int64_t j = 0; j < vocab; ++j) sum += std::exp(static_cast<double>(row[j]));
+      for (int64_t i = 0; i < k; ++i) {
+        CHECK(ids[r * k + i] == order[i]);
+        CHECK(top[r * k + i] == row[order[i]]);
+      }
+      CHECK(stats[2 * r] == Approx(std::log(sum)).epsilon(1e-6));
+      CHECK(stats[2 * r + 1] == row[2]);
+    }
+  }
+  std::vector<int32_t> ids(rows);
+  std::vector<float> top(rows), stats(rows * 2);
+  nmt::Tensor ids_out = cpu(ids, {rows, 1}), top_out = cpu(top, {rows, 1}),
+              stats_out = cpu(stats, {rows, 2});
+  CHECK(contains(error_of([&] {
+                   nmt::logits_top_k(cpu(logits, {rows, vocab}), static_cast<int32_t>(vocab),
+                                     ids_out, top_out, stats_out);
+                 }),
+                 "extra_id 37"));
 }
