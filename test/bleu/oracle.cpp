@@ -11,6 +11,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "test/support/lib/scratch_dir.h"
+
 namespace nmt::test {
 namespace {
 
@@ -55,7 +57,7 @@ nlohmann::json load_fixture(const std::string& why) {
 }
 
 nlohmann::json run_oracle() {
-  const std::string data_dir = "../shared/data";
+  const std::string data_dir = nmt::test::shared_data_dir();
   std::string output;
   const int status = run_command("python3 -c 'import sacrebleu'", output);
   if (status == kExitCommandNotFound) return load_fixture("python3 not found");

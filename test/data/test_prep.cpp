@@ -11,6 +11,7 @@
 #include "data/shard.h"
 #include "test/data/data_test_util.h"
 #include "test/support/catch.h"
+#include "test/support/lib/scratch_dir.h"
 
 using namespace nmt;
 using nmt::test::contains;
@@ -22,7 +23,7 @@ using nmt::test::write_text;
 
 namespace {
 
-const std::string kBible = "../shared/data/bible-en-es/";
+const std::string kBible = nmt::test::shared_data_dir() + "/bible-en-es/";
 
 // The first 2000 train pairs and 100 dev pairs, prepped once with a 500-piece vocabulary.
 struct PreppedBible {

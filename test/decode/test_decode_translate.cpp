@@ -18,6 +18,7 @@
 #include "engine/model/model_shape.h"
 #include "test/decode/decode_test_util.h"
 #include "test/support/catch.h"
+#include "test/support/lib/scratch_dir.h"
 
 namespace {
 
@@ -29,7 +30,7 @@ using nmt::test::reverse_text;
 using nmt::test::ReverseText;
 using nmt::test::write_lines;
 
-const std::string kCorpus = "../shared/data/bible-en-es/";
+const std::string kCorpus = nmt::test::shared_data_dir() + "/bible-en-es/";
 
 // A 200-piece SentencePiece model (nmt-prep on 300 training pairs) and a checkpoint of an untrained
 // model over it: outputs are arbitrary but a pure function of each input line.

@@ -45,7 +45,7 @@ struct Setup {
   std::vector<std::string> dev_sources, dev_references;
 
   Setup() {
-    const std::string corpus = "../shared/data/bible-en-es/";
+    const std::string corpus = nmt::test::shared_data_dir() + "/bible-en-es/";
     for (const std::string side : {"en", "es"}) {
       write_lines(dir.file("train." + side), read_lines(corpus + "train." + side, 0, 300));
       std::vector<std::string> dev = read_lines(corpus + "dev." + side, 0, 8);

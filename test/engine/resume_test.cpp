@@ -15,6 +15,7 @@
 #include "engine/train/trainer.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
+#include "test/support/lib/scratch_dir.h"
 #include "test/support/tiny_run_config.h"
 
 namespace {
@@ -139,7 +140,7 @@ const std::string& bible_prep_dir() {
   static ScratchDir dir("nmt-resume-prep");
   static std::string prep;
   if (!prep.empty()) return prep;
-  const std::string corpus = "../shared/data/bible-en-es/";
+  const std::string corpus = nmt::test::shared_data_dir() + "/bible-en-es/";
   for (const char* side : {"en", "es"}) {
     write_lines(dir.path() + "/train." + side, read_lines(corpus + "train." + side, 0, 500));
     write_lines(dir.path() + "/dev." + side, read_lines(corpus + "dev." + side, 0, 16));

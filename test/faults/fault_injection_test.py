@@ -667,7 +667,7 @@ def main():
     parser.add_argument("--prep", required=True)
     parser.add_argument("--translate", required=True)
     parser.add_argument("--bleu", required=True)
-    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument("--data", default=os.environ.get("NMT_DATA_ROOT") or "../shared/data")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--group", action="append",
                         choices=["signals", "lock", "diverge", "json", "vocab", "prep", "misc"])

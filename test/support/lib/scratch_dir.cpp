@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -39,6 +40,11 @@ std::vector<std::string> read_lines(const std::string& path, size_t first, size_
 void write_lines(const std::string& path, const std::vector<std::string>& lines) {
   std::ofstream out(path, std::ios::binary);
   for (const std::string& line : lines) out << line << '\n';
+}
+
+std::string shared_data_dir() {
+  const char* root = std::getenv("NMT_DATA_ROOT");
+  return root && *root ? std::string(root) : std::string("../shared/data");
 }
 
 }  // namespace nmt::test

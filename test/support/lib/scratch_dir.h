@@ -45,6 +45,10 @@ inline bool contains(const std::string& text, const std::string& part) {
 // naming the file when it cannot be opened.
 std::vector<std::string> read_lines(const std::string& path, size_t first, size_t count);
 
+// The folder of the shared corpora (bible-en-es/, lohelp-en-de/, ...): $NMT_DATA_ROOT when set (the
+// GPU machine, where ../shared does not travel), else ../shared/data beside the repository.
+std::string shared_data_dir();
+
 // Writes each line followed by '\n' (binary: no newline translation).
 void write_lines(const std::string& path, const std::vector<std::string>& lines);
 
