@@ -2,12 +2,20 @@
 # GPU-machine cycle of the whole-step benchmark (issue 4): builds bench-step (sm_90a) unless
 # BENCH_STEP_BIN names a binary that runs here, times ours (bf16, fp16, fp32 base; bf16 big) and
 # bench/torch_step.py (eager and torch.compile base, with a profiler table; compile big) in the same
-# call, and prints one markdown table last. $OUT (else $BUILD_DIR/step-logs) gets few files:
-# step.log (every stage's output), results.jsonl (one JSON line per config), gpu.txt.
+# call, and prints the step-time table, then where one step's GPU time goes: a per-kernel table
+# (kernel, kind, launches, ms per step, share; bench/step_kernels.py) from ncu over timed steps of
+# ours in bf16 base (bench-step brackets its timed steps with cudaProfilerStart/Stop, so set-up and
+# warmup are left out). $OUT (else $BUILD_DIR/step-logs) gets: step.log (every stage's output),
+# results.jsonl (one JSON line per config), gpu.txt, and with the profile ncu-ours.csv, ncu-ours.log,
+# kernels-ours.md and .json (and ncu-baseline.* for the baseline).
 # Environment: BUILD_DIR (build-step), JOBS (16), WARMUP (10), STEPS (50), BUDGET_S (0 = no limit:
-# otherwise stages are cut short so the table still prints within that many seconds), LARGE=1
-# (also ours and torch.compile at 256 x 64), PROFILE=1 (also per-kernel GPU times of one bf16
-# step of ours under ncu, summed by kernel name: kernels-ours.md, ncu-ours-bf16.csv).
+# otherwise stages are cut short so the tables still print within that many seconds), LARGE=1
+# (also ours and torch.compile at 256 x 64), TORCH=0 (skip the PyTorch peers), PROFILE=0 (skip
+# the ncu profile; it needs ncu on PATH, in /usr/local/cuda*/bin or /opt/nvidia/nsight-compute,
+# and GPU performance counters open to this user), PROFILE_STEPS (2), PROFILE_ARGS (bench-step
+# arguments of the profiled config; "--precision bf16 --model base"), BASELINE_BIN (a bench-step
+# binary of another build, e.g. main's: timed as "baseline bf16 base" and profiled too, and the
+# kernel table gains its ms per step and the change).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH="/usr/local/cuda/bin:$PATH"
@@ -53,6 +61,11 @@ if [[ -z "$bin" ]] || ! "$bin" --help >/dev/null 2>&1; then
   fi
   echo "run-step: built in $(($(date +%s) - start)) s"
 fi
+baseline=${BASELINE_BIN:-}
+if [[ -n "$baseline" ]] && ! "$baseline" --help >/dev/null 2>&1; then
+  echo "run-step: BASELINE_BIN=$baseline does not run here; no baseline"
+  baseline=""
+fi
 
 configs=()  # the JSON files, in table order
 stage() {  # stage NAME MAX_SECONDS COMMAND...: output appended to the log and echoed
@@ -76,28 +89,67 @@ torch_step() {  # torch_step MODE MODEL [extra args]
 }
 
 ours bf16 base
+if [[ -n "$baseline" ]]; then  # the same config of the other build, named apart in the table
+  stage "baseline-bf16-base" 120 "$baseline" --precision bf16 --model base --warmup "$WARMUP" \
+    --steps "$STEPS"
+  python3 - "$JSON_DIR/baseline-bf16-base.json" <<'EOF' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1])); r["config"] = "baseline bf16 base"; r["impl"] = "baseline"
+json.dump(r, open(sys.argv[1], "w"))
+EOF
+fi
 ours fp16 base
 ours fp32 base
 ours bf16 big
 [[ "${LARGE:-0}" == 1 ]] && ours bf16 base --batch 256
-torch_step eager base
-torch_step compile base --profile 3
-torch_step compile big
-[[ "${LARGE:-0}" == 1 ]] && torch_step compile base --batch 256
+if [[ "${TORCH:-1}" != 0 ]]; then
+  torch_step eager base
+  torch_step compile base --profile 3
+  torch_step compile big
+  [[ "${LARGE:-0}" == 1 ]] && torch_step compile base --batch 256
+fi
 
-if [[ "${PROFILE:-0}" == 1 ]]; then
-  ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  if [[ -n "$ncu_bin" ]]; then
-    # One step; clocks and caches left as they are (never lock clocks here).
-    timeout "$(stage_timeout 150)" "$ncu_bin" --clock-control none --cache-control none \
-      --metrics gpu__time_duration.sum --csv --print-units base "$bin" --precision bf16 \
-      --model base --warmup 0 --steps 1 >"$LOG_DIR/ncu-ours-bf16.csv" 2>"$LOG_DIR/ncu.log" ||
-      echo "run-step: ncu failed or timed out (rc $?; $LOG_DIR/ncu.log)"
-    python3 bench/step_kernels.py "$LOG_DIR/ncu-ours-bf16.csv" --steps 1 |
-      tee "$LOG_DIR/kernels-ours.md" | tee -a "$LOG"
-  else
-    echo "run-step: no ncu here; no per-kernel times of ours"
+PROFILE_STEPS=${PROFILE_STEPS:-2}
+read -r -a profile_args <<<"${PROFILE_ARGS:---precision bf16 --model base}"
+ncu_bin=""
+if [[ "${PROFILE:-1}" != 0 ]]; then
+  ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
+    head -1)
+  [[ -z "$ncu_bin" ]] &&
+    echo "run-step: no ncu here (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute); no per-kernel table"
+fi
+# profile NAME BINARY: ncu over PROFILE_STEPS timed steps (after 2 warmup steps) of BINARY into
+# $LOG_DIR/ncu-NAME.csv; says why not when it fails. Clocks and caches are left as they are
+# (never lock clocks here), and each kernel is timed alone, so the sum is GPU time, not wall time.
+profile() {
+  local name=$1 binary=$2 rc=0 csv="$LOG_DIR/ncu-$1.csv" log="$LOG_DIR/ncu-$1.log"
+  rm -f "$csv"
+  timeout "$(stage_timeout 240)" "$ncu_bin" --profile-from-start off --clock-control none \
+    --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
+    --log-file "$csv" "$binary" "${profile_args[@]}" --warmup 2 --steps "$PROFILE_STEPS" \
+    >"$log" 2>&1 || rc=$?
+  if grep -q -s "ERR_NVGPUCTRPERM" "$csv" "$log"; then
+    echo "run-step: ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM: run as" \
+      "root, or load the driver with NVreg_RestrictProfilingToAdminUsers=0); no kernel table for $name"
+    return 1
   fi
+  if ! grep -q -s '^"ID"' "$csv" && grep -q -s '^"ID"' "$log"; then
+    cp "$log" "$csv"  # an ncu that kept the report on stdout
+  fi
+  if ! grep -q -s '^"ID"' "$csv"; then
+    echo "run-step: ncu gave no kernel table for $name (rc $rc); the last lines of its output:"
+    tail -n 5 "$log" "$csv" 2>/dev/null
+    return 1
+  fi
+  ((rc)) && echo "run-step: ncu exited with $rc for $name (timed out?); its table may be partial"
+  return 0
+}
+profiled=0
+baseline_profiled=0
+if [[ -n "$ncu_bin" ]]; then
+  echo "==== ncu: ${profile_args[*]}, $PROFILE_STEPS steps" >>"$LOG"
+  profile ours "$bin" && profiled=1
+  [[ -n "$baseline" ]] && profile baseline "$baseline" && baseline_profiled=1
 fi
 
 echo
@@ -118,3 +170,14 @@ for r in rows:
           f"{r['fwd_bwd_ms_median']:.2f} | {r['optimizer_ms_median']:.2f} | {r['tflops_per_s']:.0f} | "
           f"{100 * r['mfu']:.0f}% | {r['device_mem_mib']:,.0f} |")
 EOF
+
+if ((profiled)); then
+  echo
+  echo "Where one step's GPU time goes: ours, ${profile_args[*]}, $PROFILE_STEPS steps under ncu" \
+    "(each kernel timed alone)${baseline:+, against the baseline build}:"
+  baseline_args=()
+  ((baseline_profiled)) && baseline_args=(--baseline "$LOG_DIR/ncu-baseline.csv")
+  python3 bench/step_kernels.py "$LOG_DIR/ncu-ours.csv" --steps "$PROFILE_STEPS" \
+    "${baseline_args[@]}" --json "$LOG_DIR/kernels-ours.json" | tee "$LOG_DIR/kernels-ours.md" |
+    tee -a "$LOG"
+fi

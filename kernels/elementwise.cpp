@@ -144,10 +144,35 @@ void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) 
   detail::require_same_shape(op, "dx", dx, "dy", dy);
   check_dropout_p(op, p);
   check_same_device(op, {&dy, &dx});
-  if (detail::call_device({&dy, &dx}) == Device::cuda) return cuda::dropout_backward(dy, dx, p, key);
+  if (detail::call_device({&dy, &dx}) == Device::cuda)
+    return cuda::dropout_backward(dy, dx, p, key);
   // The map is linear with a diagonal mask, so its backward applies the same mask to dy.
   cpu::dropout_apply(detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "dx", dx), dy.numel(), p,
                      key);
+}
+
+void dropout_residual_add(const Tensor& a, const Tensor& b, Tensor& y, float p, const RngKey& key) {
+  constexpr const char* op = "dropout_residual_add";
+  detail::require_same_shape(op, "b", b, "a", a);
+  detail::require_same_shape(op, "y", y, "a", a);
+  check_dropout_p(op, p);
+  check_same_device(op, {&a, &b, &y});
+  if (detail::call_device({&a, &b, &y}) == Device::cuda)
+    return cuda::dropout_residual_add(a, b, y, p, key);
+  cpu::dropout_residual_add(detail::cpu_f32(op, "a", a), detail::cpu_f32(op, "b", b),
+                            detail::cpu_f32(op, "y", y), a.numel(), p, key);
+}
+
+void relu_dropout_backward(const Tensor& dy, const Tensor& y, Tensor& dx, float p) {
+  constexpr const char* op = "relu_dropout_backward";
+  detail::require_same_shape(op, "y", y, "dy", dy);
+  detail::require_same_shape(op, "dx", dx, "dy", dy);
+  check_dropout_p(op, p);
+  check_same_device(op, {&dy, &y, &dx});
+  if (detail::call_device({&dy, &y, &dx}) == Device::cuda)
+    return cuda::relu_dropout_backward(dy, y, dx, p);
+  cpu::relu_dropout_backward(detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "y", y),
+                             detail::cpu_f32(op, "dx", dx), dy.numel(), p);
 }
 
 }  // namespace nmt

@@ -31,4 +31,17 @@ void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
 // dx = dy * keep / (1 - p) with the same mask regenerated from key. dx may alias dy.
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
 
+// Fused tails: one pass where the two ops they replace took two, equal to those ops bit for bit in
+// every dtype (a 16-bit result is rounded where the separate ops rounded it).
+
+// a, b, y: same shape. y = a + dropout(b), i.e. dropout_forward(b, b, p, key) then
+// residual_add(a, b, y), without writing the dropped-out b. y may alias a or b. Its backward hands
+// dy to a unchanged and dropout_backward(dy) to b.
+void dropout_residual_add(const Tensor& a, const Tensor& b, Tensor& y, float p, const RngKey& key);
+// dy, y, dx: same shape. The backward of y = dropout(relu(z), p) read from its output y:
+// dx = dy / (1 - p) where y > 0, else 0. Dropout writes an exact 0 where it drops and keeps the
+// sign elsewhere, so y > 0 exactly where the element was kept and relu(z) > 0: the mask needs no
+// regenerating. Equals dropout_backward then relu_backward on y. dx may alias dy.
+void relu_dropout_backward(const Tensor& dy, const Tensor& y, Tensor& dx, float p);
+
 }  // namespace nmt

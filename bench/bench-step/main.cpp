@@ -1,6 +1,9 @@
 // bench-step: times whole Transformer training steps (zero grads, forward+backward with label
 // smoothing, Adam) on one fixed batch of random full-length sentences, as bench/torch_step.py does
 // in PyTorch; prints ms/step, target tokens/s, the phase split and device memory (and JSON).
+// The timed steps run inside cudaProfilerStart/Stop, so `ncu --profile-from-start off` (as
+// bench/run-step.sh runs it) sees those steps' kernels only, not set-up or warmup.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -121,6 +124,7 @@ int run(const Options& o) {
   double loss_first = 0, loss_last = 0;
   int64_t skipped = 0;
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
+    if (device == Device::cuda && i == o.warmup) (void)cudaProfilerStart();  // no-op unprofiled
     timer.start();
     model.zero_grads();
     nmt::StepContext ctx{o.seed, static_cast<uint64_t>(i + 1), true};
@@ -137,6 +141,7 @@ int run(const Options& o) {
     samples.push_back(sample);
     skipped += st.skipped;
   }
+  if (device == Device::cuda) (void)cudaProfilerStop();
   size_t used = device == Device::cuda ? free_before - device_free_bytes() : 0;
 
   nmt::bench::StepStats st = nmt::bench::summarize(samples);

@@ -36,10 +36,9 @@ void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws)
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
   Tensor dh = ws.f1.view({rows, shape_.ffn_dim});
   linear_backward(d_out, h, fc2_w_->compute, dh, fc2_w_->grad, fc2_b_->grad);
-  if (p_ > 0) dropout_backward(dh, dh, p_, key_);
-  // h holds relu output after dropout; where dropout zeroed an element its gradient is already 0,
-  // elsewhere h > 0 exactly when the relu output was > 0, so h serves as the relu mask.
-  relu_backward(dh, h, dh);
+  // h holds the relu output after dropout: h > 0 exactly where dropout kept the element and the
+  // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn.
+  relu_dropout_backward(dh, h, dh, p_);
   linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_w_->grad, fc1_b_->grad);
 }
 

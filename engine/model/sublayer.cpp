@@ -32,13 +32,12 @@ Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward&
   if (shape_.pre_norm) {
     layernorm_forward(x, gain_->compute, bias_->compute, normed, mean, rstd, shape_.layernorm_eps);
     f(normed, f_out);
-    if (p_ > 0) dropout_forward(f_out, f_out, p_, key_);
-    residual_add(x, f_out, out);
+    dropout_residual_add(x, f_out, out, p_, key_);  // one pass; f_out keeps f's output
   } else {
     f(x, f_out);
-    if (p_ > 0) dropout_forward(f_out, f_out, p_, key_);
-    residual_add(x, f_out, normed);  // normed_ holds the LN input here
-    layernorm_forward(normed, gain_->compute, bias_->compute, out, mean, rstd, shape_.layernorm_eps);
+    dropout_residual_add(x, f_out, normed, p_, key_);  // normed_ holds the LN input here
+    layernorm_forward(normed, gain_->compute, bias_->compute, out, mean, rstd,
+                      shape_.layernorm_eps);
   }
   return out;
 }

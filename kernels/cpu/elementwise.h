@@ -18,4 +18,10 @@ void scale_inplace(float* y, float s, int64_t n);                           // y
 // The backward is the same map applied to dy (the mask is regenerated from key).
 void dropout_apply(const float* x, float* y, int64_t n, float p, const RngKey& key);
 
+// y = a + dropout(b): the same mask and product as dropout_apply, then the add.
+void dropout_residual_add(const float* a, const float* b, float* y, int64_t n, float p,
+                          const RngKey& key);
+// dx = y > 0 ? dy / (1 - p) : 0 (the scale computed as dropout_apply computes it).
+void relu_dropout_backward(const float* dy, const float* y, float* dx, int64_t n, float p);
+
 }  // namespace nmt::cpu

@@ -37,13 +37,15 @@ struct PlanKey {
   int trans_a, trans_b;
   int64_t m, n, k, lda, ldb, ldc;
   int ab_type, c_type;
-  bool accumulate, bias, relu;
+  bool accumulate, bias, relu, bias_grad;
   int align_a, align_b, align_c, align_bias;
   auto operator<=>(const PlanKey&) const = default;
 };
 
-// Descriptors and the chosen algorithm of one product shape.
+// Descriptors and the chosen algorithm of one product shape. A bias-gradient plan for which the
+// heuristic found no algorithm is kept with supported = false, so it is asked only once.
 struct Plan {
+  bool supported = true;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -92,8 +94,9 @@ std::string describe(const LtMatmul& g) {
 }
 
 // Builds the descriptors and asks the heuristic for the best algorithm; a plan enters the cache
-// only once complete, so a failure leaves nothing half-built behind.
-Plan& plan_for(const PlanKey& key, const LtMatmul& g, cublasLtHandle_t lt) {
+// only once complete, so a failure leaves nothing half-built behind. `bias` is the bias (or bias
+// gradient) pointer: the heuristic reads its alignment.
+Plan& plan_for(const PlanKey& key, const LtMatmul& g, const void* bias, cublasLtHandle_t lt) {
   auto& plans = thread_blas().plans;
   auto found = plans.find(key);
   if (found != plans.end()) return *found->second;
@@ -104,14 +107,22 @@ Plan& plan_for(const PlanKey& key, const LtMatmul& g, cublasLtHandle_t lt) {
                                               sizeof(g.trans_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &g.trans_b,
                                               sizeof(g.trans_b)));
-  if (key.bias || key.relu) {
+  if (key.bias_grad) {
+    // BGRADB: the bias gradient has the size of D's columns and sums op(B) over k. Its dtype is
+    // left at the default, C's (f32 for our weight gradients).
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                &epilogue, sizeof(epilogue)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &bias, sizeof(bias)));
+  } else if (key.bias || key.relu) {
     cublasLtEpilogue_t epilogue = !key.relu  ? CUBLASLT_EPILOGUE_BIAS
                                   : key.bias ? CUBLASLT_EPILOGUE_RELU_BIAS
                                              : CUBLASLT_EPILOGUE_RELU;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                 &epilogue, sizeof(epilogue)));
   }
-  if (key.bias) {
+  if (key.bias && !key.bias_grad) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                 &cd, sizeof(cd)));
   }
@@ -144,6 +155,13 @@ Plan& plan_for(const PlanKey& key, const LtMatmul& g, cublasLtHandle_t lt) {
     status = cublasLtMatmulAlgoGetHeuristic(lt, plan->desc, plan->a, plan->b, plan->c, plan->c,
                                             preference, 1, &result, &found_count);
   cublasLtMatmulPreferenceDestroy(preference);
+  // An epilogue cuBLASLt does not offer for these dtypes or this layout is not an error: the
+  // caller falls back to its own reduction.
+  if (key.bias_grad && (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+                        (status == CUBLAS_STATUS_SUCCESS && found_count == 0))) {
+    plan->supported = false;
+    return *plans.emplace(key, std::move(plan)).first->second;
+  }
   if (status != CUBLAS_STATUS_SUCCESS || found_count == 0)
     throw std::runtime_error("cuBLASLt has no algorithm for the product " + describe(g) + " (" +
                              cublasGetStatusString(status) + ")");
@@ -178,9 +196,12 @@ cublasHandle_t blas_handle(cudaStream_t stream) {
   return h;
 }
 
-void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const void* bias,
-               float alpha, cudaStream_t stream) {
-  if (g.m == 0 || g.n == 0) return;
+namespace {
+
+// Runs the product with the plan of (g, pointers, epilogue); returns false, running nothing, when
+// the plan is an unsupported bias-gradient one.
+bool run_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const void* bias,
+                bool bias_grad, float alpha, cudaStream_t stream) {
   const int device = current_device();
   const PlanKey key{device,
                     static_cast<int>(g.trans_a),
@@ -194,14 +215,16 @@ void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const v
                     static_cast<int>(g.ab_type),
                     static_cast<int>(g.c_type),
                     g.accumulate,
-                    bias != nullptr,
+                    bias != nullptr && !bias_grad,
                     g.relu,
+                    bias_grad,
                     alignment_of(a),
                     alignment_of(b),
                     alignment_of(c),
                     bias ? alignment_of(bias) : 16};
   cublasLtHandle_t lt = lt_handle(device);
-  Plan& plan = plan_for(key, g, lt);
+  Plan& plan = plan_for(key, g, bias, lt);
+  if (!plan.supported) return false;
   if (bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                 sizeof(bias)));
@@ -209,6 +232,23 @@ void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const v
   CUBLAS_CHECK(cublasLtMatmul(lt, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, c, plan.c, c,
                               plan.c, &plan.algo, stream_resources(stream).blas_workspace(),
                               kBlasWorkspaceBytes, stream));
+  return true;
+}
+
+}  // namespace
+
+void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const void* bias,
+               float alpha, cudaStream_t stream) {
+  if (g.m == 0 || g.n == 0) return;
+  run_matmul(g, a, b, c, bias, false, alpha, stream);
+}
+
+bool lt_matmul_bias_grad(const LtMatmul& g, const void* a, const void* b, void* c, void* bias_grad,
+                         float alpha, cudaStream_t stream) {
+  if (g.relu || bias_grad == nullptr)
+    throw std::invalid_argument("lt_matmul_bias_grad: needs a bias-gradient vector and no ReLU");
+  if (g.m == 0 || g.n == 0 || g.k == 0) return false;
+  return run_matmul(g, a, b, c, bias_grad, true, alpha, stream);
 }
 
 }  // namespace nmt::cuda

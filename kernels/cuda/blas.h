@@ -35,4 +35,11 @@ struct LtMatmul {
 void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const void* bias,
                float alpha, cudaStream_t stream);
 
+// The same product with cuBLASLt's BGRADB epilogue: bias_grad [n] of c_type is written (=) with
+// the column sums of op(B) (the sum over k), in the product's own epilogue. Returns false, and
+// runs nothing, when cuBLASLt has no algorithm for it (the answer is cached per shape), so the
+// caller can fall back to a separate reduction. Not combined with `bias` or `relu`.
+bool lt_matmul_bias_grad(const LtMatmul& g, const void* a, const void* b, void* c, void* bias_grad,
+                         float alpha, cudaStream_t stream);
+
 }  // namespace nmt::cuda

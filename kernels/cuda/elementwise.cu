@@ -1,6 +1,7 @@
-// Elementwise ops on the GPU: ReLU, residual and in-place adds, scaling, dropout, fill and copy.
-// Each thread handles one 16-byte pack when every pointer is aligned (one element otherwise);
-// dropout draws one Philox block per four elements, exactly as the CPU does.
+// Elementwise ops on the GPU: ReLU, residual and in-place adds, scaling, dropout, the fused
+// dropout + residual add and ReLU + dropout backward, fill and copy. Each thread handles one
+// 16-byte pack when every pointer is aligned (one element otherwise); dropout draws one Philox
+// block per four elements, exactly as the CPU does.
 #include <stdexcept>
 #include <string>
 
@@ -27,6 +28,12 @@ struct AddOp {
 struct ScaleOp {
   float s;
   __device__ float operator()(float a, float) const { return a * s; }
+};
+// (dy, y): the backward of y = dropout(relu(z)) (elementwise.h). One product and one rounding, as
+// dropout_backward's; relu_backward after it only copied or zeroed.
+struct ReluDropoutBackwardOp {
+  float keep_scale;
+  __device__ float operator()(float dy, float y) const { return y > 0.0f ? dy * keep_scale : 0.0f; }
 };
 
 // y[i] = op(a[i], b[i]) for n elements; VEC elements per thread, the last n % VEC elements by the
@@ -112,6 +119,42 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_
   } else {
     for (int j = 0; j < 4 && first + j < n; ++j)
       y[first + j] = from_float<T>(to_float(x[first + j]) * scales[j]);
+  }
+}
+
+// y = a + dropout(b), one thread per block of four elements (one Philox call), the mask and the
+// product of dropout_kernel. The dropped-out b is rounded to T before the add, as dropout_forward
+// stored it, so the result equals the two separate ops bit for bit; __fmul_rn / __fadd_rn keep
+// nvcc from contracting the f32 product and add into one FMA (which rounds once). y may alias a
+// or b.
+template <typename T, bool PACKED>
+__global__ void dropout_residual_add_kernel(const T* a, const T* b, T* y, int64_t n, float p,
+                                            float keep_scale, RngKey key) {
+  const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t first = block * 4;
+  if (first >= n) return;
+  const Philox4 draw = dropout_block(key, static_cast<uint64_t>(block));
+  float scales[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float uniform = static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f);
+    scales[j] = uniform >= p ? keep_scale : 0.0f;
+  }
+  const auto sum = [&](T av, T bv, float scale) {
+    const T dropped = from_float<T>(__fmul_rn(to_float(bv), scale));
+    return from_float<T>(__fadd_rn(to_float(av), to_float(dropped)));
+  };
+  if (PACKED && first + 4 <= n) {
+    using P = Pack<T, 4>;
+    const P pa = reinterpret_cast<const P*>(a)[block];
+    const P pb = reinterpret_cast<const P*>(b)[block];
+    P out;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out.v[j] = sum(pa.v[j], pb.v[j], scales[j]);
+    reinterpret_cast<P*>(y)[block] = out;
+  } else {
+    for (int j = 0; j < 4 && first + j < n; ++j)
+      y[first + j] = sum(a[first + j], b[first + j], scales[j]);
   }
 }
 
@@ -239,6 +282,45 @@ void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {
   // The map is linear with a diagonal mask: its backward applies the same mask to dy.
   apply_dropout("dropout_backward", dy, dx, p, key);
+}
+
+void dropout_residual_add(const Tensor& a, const Tensor& b, Tensor& y, float p, const RngKey& key) {
+  constexpr const char* op = "dropout_residual_add";
+  check_same(op, "b", b, "a", a);
+  check_same(op, "y", y, "a", a);
+  check_dropout_p(op, p);
+  detail::require_on_gpu(op, {{"a", &a}, {"b", &b}, {"y", &y}});
+  if (p == 0.0f) return launch_map(op, a, b, y, AddOp{});
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  cudaStream_t stream = current_stream();
+  const float keep_scale = 1.0f / (1.0f - p);  // as apply_dropout computes it
+  dispatch_float_dtype(y.dtype, op, "y", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto address_ok = [](const void* ptr) {
+      return reinterpret_cast<uintptr_t>(ptr) % (4 * sizeof(T)) == 0;
+    };
+    const unsigned blocks = blocks_for((n + 3) / 4, kThreads);
+    const T* pa = static_cast<const T*>(a.data);
+    const T* pb = static_cast<const T*>(b.data);
+    T* py = static_cast<T*>(y.data);
+    if (address_ok(a.data) && address_ok(b.data) && address_ok(y.data))
+      dropout_residual_add_kernel<T, true>
+          <<<blocks, kThreads, 0, stream>>>(pa, pb, py, n, p, keep_scale, key);
+    else
+      dropout_residual_add_kernel<T, false>
+          <<<blocks, kThreads, 0, stream>>>(pa, pb, py, n, p, keep_scale, key);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void relu_dropout_backward(const Tensor& dy, const Tensor& y, Tensor& dx, float p) {
+  constexpr const char* op = "relu_dropout_backward";
+  check_same(op, "y", y, "dy", dy);
+  check_same(op, "dx", dx, "dy", dy);
+  check_dropout_p(op, p);
+  detail::require_on_gpu(op, {{"dy", &dy}, {"y", &y}, {"dx", &dx}});
+  launch_map(op, dy, y, dx, ReluDropoutBackwardOp{1.0f / (1.0f - p)});
 }
 
 }  // namespace nmt::cuda

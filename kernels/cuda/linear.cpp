@@ -3,7 +3,11 @@
 //   y  = x Wᵀ + b   ->  yᵀ (out x rows) = op_T(W as in x out) · xᵀ (in x rows), bias epilogue
 //   dx = dy W       ->  dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows)
 //   dW += dyᵀ x     ->  dWᵀ (in x out) += xᵀ (in x rows) · op_T(dyᵀ) (rows x out), fp32 output
-// db is a deterministic column sum of dy (reduce.h), not a float-atomic epilogue.
+// db = column sums of dy = the sums over k of op(B) in the dW product: cuBLASLt's BGRADB epilogue
+// computes them while that product reads dy anyway. The epilogue writes (=) where our contract
+// accumulates (+=: update_freq > 1 sums micro-batches into the same gradient), so it writes into
+// scratch and a tiny add of `out` floats follows. Where cuBLASLt offers no such algorithm (or there
+// is no dW product) db is the deterministic column sum of reduce.h, two kernels that read dy again.
 #include <stdexcept>
 #include <string>
 
@@ -11,6 +15,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/op_checks.h"
 
@@ -114,6 +119,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
       lt_matmul(g, w.data, dy.data, dx.data, nullptr, 1.0f, stream);
     }
   }
+  bool db_done = false;
   if (!dw.empty() && in > 0 && out > 0) {
     LtMatmul g;
     g.trans_b = CUBLAS_OP_T;
@@ -126,9 +132,19 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
     g.ab_type = x.dtype;
     g.c_type = DType::f32;
     g.accumulate = true;
-    lt_matmul(g, x.data, dy.data, dw.data, nullptr, 1.0f, stream);
+    if (!db.empty()) {
+      auto* db_step =
+          static_cast<float*>(stream_resources(stream).scratch(static_cast<size_t>(out) * 4));
+      db_done = lt_matmul_bias_grad(g, x.data, dy.data, dw.data, db_step, 1.0f, stream);
+      if (db_done) {
+        const Tensor step_sums(db_step, DType::f32, Device::cuda, {out});
+        add_inplace(db, step_sums);
+      }
+    }
+    if (!db_done) lt_matmul(g, x.data, dy.data, dw.data, nullptr, 1.0f, stream);
   }
-  if (!db.empty() && out > 0) accumulate_column_sums(dy, static_cast<float*>(db.data), stream);
+  if (!db.empty() && out > 0 && !db_done)
+    accumulate_column_sums(dy, static_cast<float*>(db.data), stream);
 }
 
 }  // namespace nmt::cuda

@@ -1,5 +1,6 @@
 // CUDA elementwise ops against the CPU reference: ReLU, adds, scaling, dropout (identical masks),
-// fill and copy, at odd sizes, in place and off 16-byte alignment.
+// the fused dropout + residual add and ReLU + dropout backward (equal to the separate ops), fill
+// and copy, at odd sizes, in place and off 16-byte alignment.
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -99,6 +100,78 @@ TEST_CASE("cuda dropout draws the CPU's masks", "[cuda][elementwise][dropout]") 
         }
 }
 
+TEST_CASE("cuda dropout_residual_add equals dropout then residual_add, CPU and GPU",
+          "[cuda][elementwise][dropout]") {
+  const RngKey key{20240612, 91, 6};
+  for (DType dtype : kFloatTypes)
+    for (int64_t n : kSizes)
+      for (float p : {0.0f, 0.1f, 0.5f})
+        for (int offset : {0, 1}) {
+          INFO("dtype " << dtype_name(dtype) << " n " << n << " p " << p << " offset " << offset);
+          const std::vector<int64_t> shape{n};
+          std::vector<float> a = rounded(random_floats(n, 31 + n), dtype);
+          std::vector<float> b = rounded(nonzero_values(n, 32 + n), dtype);
+          // The CPU reference with the 16-bit rounding of the two ops: the dropped-out b is
+          // stored in the dtype, then the sum.
+          std::vector<float> dropped(n), expected(n);
+          Tensor dropped_view = cpu_view(dropped, shape), expected_view = cpu_view(expected, shape);
+          dropout_forward(cpu_view(b, shape), dropped_view, p, key);
+          dropped = rounded(dropped, dtype);
+          residual_add(cpu_view(a, shape), dropped_view, expected_view);
+          expected = rounded(expected, dtype);
+
+          GpuTensor ga = upload(a, shape, dtype, offset), gb = upload(b, shape, dtype, offset);
+          GpuTensor gy = gpu_poisoned(shape, dtype, offset);
+          cuda::dropout_residual_add(ga.view, gb.view, gy.view, p, key);
+          check_identical("dropout_residual_add", download(gy.view), expected);
+          // The two GPU ops it replaces give the same bits.
+          GpuTensor gb2 = upload(b, shape, dtype, offset), gy2 = gpu_poisoned(shape, dtype, offset);
+          cuda::dropout_forward(gb2.view, gb2.view, p, key);
+          cuda::residual_add(ga.view, gb2.view, gy2.view);
+          check_identical("dropout_forward + residual_add", download(gy2.view), expected);
+          // In place over a, then over b.
+          cuda::dropout_residual_add(ga.view, gb.view, ga.view, p, key);
+          check_identical("dropout_residual_add over a", download(ga.view), expected);
+          ga = upload(a, shape, dtype, offset);
+          cuda::dropout_residual_add(ga.view, gb.view, gb.view, p, key);
+          check_identical("dropout_residual_add over b", download(gb.view), expected);
+        }
+}
+
+TEST_CASE("cuda relu_dropout_backward equals dropout_backward then relu_backward",
+          "[cuda][elementwise][dropout]") {
+  const RngKey key{20240613, 5, 12};
+  for (DType dtype : kFloatTypes)
+    for (int64_t n : kSizes)
+      for (float p : {0.0f, 0.1f, 0.5f})
+        for (int offset : {0, 1}) {
+          INFO("dtype " << dtype_name(dtype) << " n " << n << " p " << p << " offset " << offset);
+          const std::vector<int64_t> shape{n};
+          // y = dropout(relu(z)) as the feed-forward block stores it, in the dtype.
+          std::vector<float> y = rounded(random_floats(n, 41 + n), dtype);
+          Tensor y_cpu = cpu_view(y, shape);
+          relu_forward(y_cpu, y_cpu);
+          dropout_forward(y_cpu, y_cpu, p, key);
+          y = rounded(y, dtype);
+          std::vector<float> dy = rounded(random_floats(n, 42 + n), dtype), expected(n);
+          Tensor expected_view = cpu_view(expected, shape);
+          relu_dropout_backward(cpu_view(dy, shape), cpu_view(y, shape), expected_view, p);
+          expected = rounded(expected, dtype);
+
+          GpuTensor gdy = upload(dy, shape, dtype, offset), gy = upload(y, shape, dtype, offset);
+          GpuTensor gdx = gpu_poisoned(shape, dtype, offset);
+          cuda::relu_dropout_backward(gdy.view, gy.view, gdx.view, p);
+          check_identical("relu_dropout_backward", download(gdx.view), expected);
+          // The two GPU ops it replaces, in place as the block ran them.
+          GpuTensor gdy2 = upload(dy, shape, dtype, offset);
+          cuda::dropout_backward(gdy2.view, gdy2.view, p, key);
+          cuda::relu_backward(gdy2.view, gy.view, gdy2.view);
+          check_identical("dropout_backward + relu_backward", download(gdy2.view), expected);
+          cuda::relu_dropout_backward(gdy.view, gy.view, gdy.view, p);  // dx over dy
+          check_identical("relu_dropout_backward in place", download(gdy.view), expected);
+        }
+}
+
 TEST_CASE("cuda fill_zero and copy_tensor", "[cuda][elementwise]") {
   for (DType dtype : {DType::f32, DType::bf16, DType::i32}) {
     const std::vector<int64_t> shape{3, 37};
@@ -127,9 +200,8 @@ namespace nmt::test {
 
 TEST_CASE("cuda convert_tensor equals the host conversions bit for bit", "[cuda][elementwise]") {
   // Ties, subnormals, overflow to infinity and ordinary values.
-  std::vector<float> values = {0.0f,       -0.0f,      1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f,
-                               0x1p-24f,   3 * 0x1p-25f, 65519.0f,     65520.0f,
-                               -70000.0f,  1e-30f};
+  std::vector<float> values = {0.0f,         -0.0f,    1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 0x1p-24f,
+                               3 * 0x1p-25f, 65519.0f, 65520.0f,       -70000.0f,          1e-30f};
   std::vector<float> more = random_floats(1001, 77, -50.0f, 50.0f);
   values.insert(values.end(), more.begin(), more.end());
   const int64_t n = static_cast<int64_t>(values.size());

@@ -1,5 +1,7 @@
 // CUDA linear layer (cuBLASLt) against the CPU reference: forward with and without bias, dx, and
-// accumulating fp32 dW / db, at odd sizes.
+// accumulating fp32 dW / db, at odd sizes; db through the dW product's bias-gradient epilogue and
+// through the column-sum fallback, over two micro-batches, and bit-identical on a rerun.
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -76,6 +78,14 @@ TEST_CASE("cuda linear matches the CPU reference", "[cuda][linear]") {
         cuda::linear_backward(gdy.view, gx.view, gw.view, none, gdw2.view, none);
         check_close("dw without dx", dtype, download(gdw2.view), ref.dw, base.dw);
 
+        // db without a dW product takes the column-sum path; it must agree with the epilogue's.
+        if (bias) {
+          GpuTensor gdb2 = upload(db_init, {out}, DType::f32);
+          Tensor no_dw;
+          cuda::linear_backward(gdy.view, gx.view, gw.view, none, no_dw, gdb2.view);
+          check_close("db by column sums", dtype, download(gdb2.view), ref.db, base.db);
+        }
+
         // The ReLU epilogue: the CPU reference is the product, then max(., 0).
         std::vector<float> ref_relu = ref.y, base_relu = rounded(base.y, dtype);
         for (float& v : ref_relu) v = v > 0 ? v : 0;
@@ -84,6 +94,68 @@ TEST_CASE("cuda linear matches the CPU reference", "[cuda][linear]") {
         cuda::linear_relu_forward(gx.view, gw.view, bias ? gb.view : none, grelu.view);
         check_close("relu(y)", dtype, download(grelu.view), ref_relu, base_relu);
       }
+}
+
+TEST_CASE("cuda linear backward accumulates db over micro-batches, the same bits every run",
+          "[cuda][linear]") {
+  // db (and dW) are accumulated (+=) by contract: with update_freq > 1 the second micro-batch adds
+  // to the first one's sums. The bias-gradient epilogue writes, so this pins the add that follows
+  // it. Rows 4099 make cuBLASLt's k long enough for split-k algorithms.
+  struct Case {
+    int64_t rows, in, out;
+  };
+  const Case cases[] = {{33, 64, 96}, {4099, 72, 40}, {257, 512, 2048}};
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+    for (const Case& c : cases) {
+      const int64_t rows = c.rows, in = c.in, out = c.out;
+      INFO("dtype " << dtype_name(dtype) << " rows " << rows << " in " << in << " out " << out);
+      const uint64_t seed = static_cast<uint64_t>(rows * 7 + in * 5 + out);
+      std::vector<float> x1 = random_floats(rows * in, seed),
+                         x2 = random_floats(rows * in, seed + 1),
+                         w = random_floats(out * in, seed + 2),
+                         dy1 = random_floats(rows * out, seed + 3),
+                         dy2 = random_floats(rows * out, seed + 4),
+                         db_init = random_floats(out, seed + 5);
+      const std::vector<float> dw_init(out * in, 0.0f);
+      // The reference: both micro-batches through the CPU op, in order.
+      auto cpu_two = [&](const std::vector<float>& a1, const std::vector<float>& a2,
+                         const std::vector<float>& wv, const std::vector<float>& g1,
+                         const std::vector<float>& g2) {
+        std::vector<float> dw = dw_init, db = db_init, a1c = a1, a2c = a2, wc = wv, g1c = g1,
+                           g2c = g2;
+        Tensor none, dwv = cpu_view(dw, {out, in}), dbv = cpu_view(db, {out});
+        linear_backward(cpu_view(g1c, {rows, out}), cpu_view(a1c, {rows, in}),
+                        cpu_view(wc, {out, in}), none, dwv, dbv);
+        linear_backward(cpu_view(g2c, {rows, out}), cpu_view(a2c, {rows, in}),
+                        cpu_view(wc, {out, in}), none, dwv, dbv);
+        return std::pair{dw, db};
+      };
+      const auto [ref_dw, ref_db] = cpu_two(x1, x2, w, dy1, dy2);
+      const auto [base_dw, base_db] =
+          cpu_two(rounded(x1, dtype), rounded(x2, dtype), rounded(w, dtype), rounded(dy1, dtype),
+                  rounded(dy2, dtype));
+      GpuTensor gx1 = upload(x1, {rows, in}, dtype), gx2 = upload(x2, {rows, in}, dtype),
+                gw = upload(w, {out, in}, dtype), gdy1 = upload(dy1, {rows, out}, dtype),
+                gdy2 = upload(dy2, {rows, out}, dtype);
+      std::vector<float> first_dw, first_db;
+      for (int run = 0; run < 2; ++run) {
+        GpuTensor gdw = upload(dw_init, {out, in}, DType::f32),
+                  gdb = upload(db_init, {out}, DType::f32);
+        GpuTensor gdx = gpu_poisoned({rows, in}, dtype);
+        cuda::linear_backward(gdy1.view, gx1.view, gw.view, gdx.view, gdw.view, gdb.view);
+        cuda::linear_backward(gdy2.view, gx2.view, gw.view, gdx.view, gdw.view, gdb.view);
+        const std::vector<float> dw = download(gdw.view), db = download(gdb.view);
+        if (run == 0) {
+          check_close("dw over two micro-batches", dtype, dw, ref_dw, base_dw);
+          check_close("db over two micro-batches", dtype, db, ref_db, base_db);
+          first_dw = dw;
+          first_db = db;
+        } else {
+          check_identical("dw rerun", dw, first_dw);
+          check_identical("db rerun", db, first_db);
+        }
+      }
+    }
 }
 
 }  // namespace nmt::test

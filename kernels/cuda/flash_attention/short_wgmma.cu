@@ -72,17 +72,25 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
     float row_max[1][2] = {{-INFINITY, -INFINITY}}, row_sum[1][2] = {};
     softmax_key_tile<D, 1>(p, s, o, row_max, row_sum, s_keep + warp * 16 * kMaskStride, 0, length,
                            warp * 16, lane);
-    // o += p v, D / 64 column blocks of o at a time (each an [8][4] accumulator).
+    // o += p v, D / 64 column blocks of o at a time (each an [8][4] accumulator). A register
+    // that a product reads (A fragment or accumulator) and that is written between wgmma.fence
+    // and that product makes ptxas inject a warpgroup.arrive before it (C7519), holding back the
+    // products behind it. So every A fragment is built before the fence, and hold() pins each o
+    // register there too: o is still 0 * alpha, two values per thread, and without the pin nvcc
+    // copies them into the 32 accumulator registers of the second column block (head_dim 128)
+    // right before its first product.
     auto& o_blocks = reinterpret_cast<float(&)[kBlocks][8][4]>(o[0]);
+    uint32_t a[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) a_fragment<T>(a[kk], s[0], kk);
+#pragma unroll
+    for (int cb = 0; cb < kBlocks; ++cb) wgmma::hold(o_blocks[cb]);
     wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      uint32_t a[4];
-      a_fragment<T>(a, s[0], kk);
+    for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int cb = 0; cb < kBlocks; ++cb)
-        wgmma::mma_rs<T, true>(o_blocks[cb], a, wgmma::desc_mn_major_tile(s_v, cb, kk), true);
-    }
+        wgmma::mma_rs<T, true>(o_blocks[cb], a[kk], wgmma::desc_mn_major_tile(s_v, cb, kk), true);
     wgmma::commit();
     wgmma::wait<0>();
 #pragma unroll
@@ -207,20 +215,22 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
         pt[nt][e] = prob * keep;
       }
 
+    // dV = (Pᵀ Z) dO and dK = dSᵀ Q, the A fragments all built before the fence (see the
+    // forward: no warpgroup.arrive injected between the products).
     float dv[8][4], dk[8][4];
+    uint32_t a_pt[4][4], a_dst[4][4];
+#pragma unroll
+    for (int kq = 0; kq < 4; ++kq) {
+      a_fragment<T>(a_pt[kq], pt, kq);
+      a_fragment<T>(a_dst[kq], dpt, kq);
+    }
     wgmma::fence();
 #pragma unroll
-    for (int kq = 0; kq < 4; ++kq) {
-      uint32_t a[4];
-      a_fragment<T>(a, pt, kq);
-      wgmma::mma_rs<T, true>(dv, a, wgmma::desc_mn_major_tile(s_do, 0, kq), kq > 0);
-    }
+    for (int kq = 0; kq < 4; ++kq)
+      wgmma::mma_rs<T, true>(dv, a_pt[kq], wgmma::desc_mn_major_tile(s_do, 0, kq), kq > 0);
 #pragma unroll
-    for (int kq = 0; kq < 4; ++kq) {
-      uint32_t a[4];
-      a_fragment<T>(a, dpt, kq);
-      wgmma::mma_rs<T, true>(dk, a, wgmma::desc_mn_major_tile(s_q, 0, kq), kq > 0);
-    }
+    for (int kq = 0; kq < 4; ++kq)
+      wgmma::mma_rs<T, true>(dk, a_dst[kq], wgmma::desc_mn_major_tile(s_q, 0, kq), kq > 0);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::hold(dv);
