@@ -116,8 +116,8 @@ TEST_CASE("cuda dropout_residual_add equals dropout then residual_add, CPU and G
           std::vector<float> dropped(n), expected(n);
           Tensor dropped_view = cpu_view(dropped, shape), expected_view = cpu_view(expected, shape);
           dropout_forward(cpu_view(b, shape), dropped_view, p, key);
-          dropped = rounded(dropped, dtype);
-          residual_add(cpu_view(a, shape), dropped_view, expected_view);
+          dropped = rounded(dropped, dtype);  // a new buffer: view it again
+          residual_add(cpu_view(a, shape), cpu_view(dropped, shape), expected_view);
           expected = rounded(expected, dtype);
 
           GpuTensor ga = upload(a, shape, dtype, offset), gb = upload(b, shape, dtype, offset);
