@@ -4,12 +4,13 @@
 //   dx = dy W       ->  dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows)
 //   dW += dyᵀ x     ->  dWᵀ (in x out) += xᵀ (in x rows) · op_T(dyᵀ) (rows x out), fp32 output
 // db is a deterministic column sum of dy (reduce.h), not a float-atomic epilogue.
+#include "kernels/cuda/linear.h"
+
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/op_checks.h"
