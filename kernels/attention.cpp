@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kernels/cpu/attention.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/op_checks.h"
 
 namespace nmt {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kernels/cpu/cross_entropy.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cross_entropy.h"
 #include "kernels/op_checks.h"
 
 namespace nmt {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/half_host.h"
 #include "kernels/op_checks.h"
 

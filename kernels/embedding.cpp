@@ -6,7 +6,7 @@
 #include <string>
 
 #include "kernels/cpu/embedding.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/embedding.h"
 #include "kernels/op_checks.h"
 #include "kernels/sinusoid.h"
 

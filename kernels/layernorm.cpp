@@ -2,7 +2,7 @@
 #include "kernels/layernorm.h"
 
 #include "kernels/cpu/layernorm.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/layernorm.h"
 #include "kernels/op_checks.h"
 
 namespace nmt {

@@ -2,7 +2,7 @@
 #include "kernels/linear.h"
 
 #include "kernels/cpu/linear.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/linear.h"
 #include "kernels/elementwise.h"
 #include "kernels/op_checks.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "kernels/cpu/optimizer.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/optimizer.h"
 #include "kernels/elementwise.h"
 #include "kernels/op_checks.h"
 

@@ -1,7 +1,6 @@
-// bench-decode: sentences/s of beam search with the incremental decoder (key/value caches) and with
-// the full-prefix decoder (BeamOptions::full_prefix), on the same random sources and weights, and
-// whether both find the same best hypotheses. The eos row of the output projection is zeroed, so
-// every hypothesis runs to its length limit: the worst case, and the same work for both paths.
+// bench-decode: sentences/s of beam search (the incremental decoder, key/value caches) on random
+// sources and weights. The eos row of the output projection is zeroed, so every hypothesis runs to
+// its length limit: the worst case.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -55,15 +54,13 @@ void silence_eos(nmt::Transformer& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"bench-decode: beam search with and without the decoder's key/value cache"};
-  std::string device_name = "cpu", dtype_name = "f32", paths = "both";
+  CLI::App app{"bench-decode: beam search with the decoder's key/value cache"};
+  std::string device_name = "cpu", dtype_name = "f32";
   int64_t sentences = 16, source_len = 20, layers = 6, d_model = 512, heads = 8, ffn = 2048;
   int64_t vocab = 8000, beam = 4, step_rows = 4096;
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype_name, "compute dtype: f32 or bf16 (cuda)")
       ->check(CLI::IsMember({"f32", "bf16"}));
-  app.add_option("--paths", paths, "both, incremental or full")
-      ->check(CLI::IsMember({"both", "incremental", "full"}));
   app.add_option("--sentences", sentences, "random sources")->check(CLI::PositiveNumber);
   app.add_option("--source-len", source_len, "tokens per source")->check(CLI::PositiveNumber);
   app.add_option("--layers", layers, "encoder and decoder layers")->check(CLI::PositiveNumber);
@@ -112,28 +109,10 @@ int main(int argc, char** argv) {
         static_cast<long long>(beam), static_cast<long long>(max_len),
         static_cast<long long>(max_rows));
     run(model, options, {sources.front()});  // warm-up: cuBLAS plans, scratch, first-touch pages
-    Result incremental, full;
-    auto report = [&](const char* name, const Result& r) {
-      std::printf("  %-12s %8.3f s  %8.2f sentences/s  %9.0f output tokens/s\n", name, r.seconds,
-                  static_cast<double>(sentences) / r.seconds,
-                  static_cast<double>(r.output_tokens) / r.seconds);
-    };
-    if (paths != "full") {
-      incremental = run(model, options, sources);
-      report("incremental", incremental);
-    }
-    if (paths != "incremental") {
-      options.full_prefix = true;
-      full = run(model, options, sources);
-      report("full prefix", full);
-    }
-    if (paths == "both") {
-      int64_t same = 0;
-      for (size_t i = 0; i < sources.size(); ++i) same += incremental.best[i] == full.best[i];
-      std::printf("  speedup %.2fx; best hypotheses identical for %lld of %lld sources\n",
-                  full.seconds / incremental.seconds, static_cast<long long>(same),
-                  static_cast<long long>(sentences));
-    }
+    const Result incremental = run(model, options, sources);
+    std::printf("  %-12s %8.3f s  %8.2f sentences/s  %9.0f output tokens/s\n", "incremental",
+                incremental.seconds, static_cast<double>(sentences) / incremental.seconds,
+                static_cast<double>(incremental.output_tokens) / incremental.seconds);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench-decode: %s\n", e.what());
     return 1;

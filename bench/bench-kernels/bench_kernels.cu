@@ -10,8 +10,14 @@
 #include <vector>
 
 #include "bench/bench-kernels/bench_timer.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/linear.h"
+#include "kernels/cuda/optimizer.h"
 #include "kernels/fused_attention.h"
 
 namespace nmt::bench {

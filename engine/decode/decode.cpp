@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/decode/full_prefix_decoder.h"
 #include "engine/decode/incremental_decoder.h"
 #include "engine/model/host_copy.h"
 #include "kernels/decode_ops.h"
@@ -148,10 +147,6 @@ BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
           candidates_arena_.allocate("beam.candidate_values", DType::f32, rows * (k + 2));
     }
   }
-  if (options.full_prefix) {
-    decoder_ = std::make_unique<FullPrefixDecoder>(model);
-    return;
-  }
   // Groups keep sentences * rows_needed <= max_rows, and rows_needed is smallest for one-token
   // sources: that bounds the hypotheses of a step. Each cache holds max_rows positions, which is
   // what a group's sentences * beam * max(source, prefix) may reach.
@@ -162,6 +157,12 @@ BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
   capacity.positions = model.max_len();
   capacity.cache_rows = model.max_rows();
   decoder_ = std::make_unique<IncrementalDecoder>(model, capacity);
+}
+
+BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options,
+                       std::unique_ptr<StepDecoder> decoder)
+    : model_(model), options_(options), decoder_(std::move(decoder)) {
+  validate_beam_options(options);
 }
 
 int64_t BeamSearch::rows_needed(int64_t padded_source, int64_t longest_source) const {

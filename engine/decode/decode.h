@@ -20,10 +20,6 @@ struct BeamOptions {
   double alpha = 0.6;      // length penalty exponent; 0 ranks by raw log-probability
   double max_len_a = 1.5;  // a sentence gets at most floor(a * source tokens + b) target tokens
   int64_t max_len_b = 10;
-  // Re-run the decoder over every whole prefix at each step (FullPrefixDecoder) instead of stepping
-  // the key/value-cached IncrementalDecoder: the same results, O(length) times the work; kept for
-  // comparison (bench-decode) and as the reference in tests.
-  bool full_prefix = false;
 };
 
 // Throws std::invalid_argument naming the option when a value is out of range.
@@ -50,6 +46,9 @@ class BeamSearch {
   // holds (max_rows positions per layer). Plans the decoder's memory once. Throws on invalid
   // options.
   BeamSearch(Transformer& model, const BeamOptions& options);
+  // The same search stepping another decoder (the tests' full-prefix reference,
+  // test/support/decode/), which must serve every group the model's plan admits.
+  BeamSearch(Transformer& model, const BeamOptions& options, std::unique_ptr<StepDecoder> decoder);
 
   // One n-best list per source, in input order: up to `beam` finished hypotheses, best first
   // (highest score). Empty sources get one empty hypothesis without running the model. Throws
@@ -58,7 +57,8 @@ class BeamSearch {
       const std::vector<std::vector<int32_t>>& sources);  // [sentences][length] ids, no bos/eos
 
   // The same for the sources of a padded batch (targets ignored). A batch that fits the plan is
-  // decoded as given, padding included, so beam 1 reproduces Transformer::greedy_decode exactly.
+  // decoded as given, padding included, so beam 1 reproduces greedy decoding over whole prefixes
+  // exactly (test/support/decode/greedy_decode.h).
   std::vector<std::vector<Hypothesis>> search(const Batch& batch);
 
   const BeamOptions& options() const { return options_; }

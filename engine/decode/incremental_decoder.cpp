@@ -1,6 +1,6 @@
-// IncrementalDecoder: weight lookup by parameter name, the memory plan, and the batch bookkeeping
-// (start: cross-attention keys/values; reorder: cache gathers). The per-step graph is in
-// incremental_decoder_step.cpp.
+// IncrementalDecoder: the memory plan, the batch bookkeeping (start: cross-attention keys/values;
+// step: the rows' tokens and self-attention lengths; reorder: cache gathers) around the model's
+// own decoding step (Transformer::decode_step).
 #include "engine/decode/incremental_decoder.h"
 
 #include <algorithm>
@@ -11,212 +11,202 @@
 #include "engine/model/host_copy.h"
 #include "kernels/decode_ops.h"
 #include "kernels/elementwise.h"
-#include "kernels/linear.h"
 #include "kernels/op_checks.h"
 
-    namespace nmt {
+namespace nmt {
 
-  namespace {
+namespace {
 
-  std::string number(int64_t n) {
-    return std::to_string(n);
-  }
+std::string number(int64_t n) {
+  return std::to_string(n);
+}
 
-  }  // namespace
+}  // namespace
 
-  IncrementalDecoder::IncrementalDecoder(Transformer & model, const IncrementalCapacity& capacity)
-      : shape_(model.shape()),
-        device_(model.device()),
-        capacity_(capacity),
-        arena_(Arena::planner(model.device())) {
-    if (capacity_.rows < 1 || capacity_.source_len < 1 || capacity_.positions < 1 ||
-        capacity_.cache_rows < 0)
-      throw std::invalid_argument("incremental decoder: capacity of " + number(capacity_.rows) +
-                                  " rows, source length " + number(capacity_.source_len) + ", " +
-                                  number(capacity_.positions) +
-                                  " positions: each must be at least 1");
-    if (capacity_.cache_rows == 0)
-      capacity_.cache_rows = capacity_.rows * std::max(capacity_.source_len, capacity_.positions);
-    const ParamStore& store = model.params();
-    auto find = [&](const std::string& name) {
-      const Param* p = store.find(name);
-      if (!p)
-        throw std::invalid_argument("incremental decoder: the model has no parameter " + name);
-      return p;
-    };
-    bool shared = shape_.shared_embeddings;
-    embedding_ = find(shared ? "encoder.embed_tokens.weight" : "decoder.embed_tokens.weight");
-    output_weight_ = shared ? embedding_ : find("decoder.output_projection.weight");
-    if (shape_.pre_norm)
-      final_norm_ = Norm{find("decoder.layer_norm.weight"), find("decoder.layer_norm.bias")};
-    auto linear = [&](const std::string& name) {
-      return Linear{find(name + ".weight"), find(name + ".bias")};
-    };
-    auto norm = [&](const std::string& name) {
-      return Norm{find(name + ".weight"), find(name + ".bias")};
-    };
-    auto attention = [&](const std::string& name) {
-      return Attention{linear(name + ".q_proj"), linear(name + ".k_proj"), linear(name + ".v_proj"),
-                       linear(name + ".out_proj")};
-    };
-    for (int64_t i = 0; i < shape_.decoder_layers; ++i) {
-      const std::string prefix = "decoder.layers." + std::to_string(i);
-      Layer layer;
-      layer.self_attn = attention(prefix + ".self_attn");
-      layer.cross_attn = attention(prefix + ".encoder_attn");
-      layer.self_norm = norm(prefix + ".self_attn_layer_norm");
-      layer.cross_norm = norm(prefix + ".encoder_attn_layer_norm");
-      layer.ffn_norm = norm(prefix + ".final_layer_norm");
-      layer.fc1 = linear(prefix + ".fc1");
-      layer.fc2 = linear(prefix + ".fc2");
-      layers_.push_back(layer);
+IncrementalDecoder::IncrementalDecoder(Transformer& model, const IncrementalCapacity& capacity)
+    : model_(model),
+      d_model_(model.shape().d_model),
+      heads_(model.shape().heads),
+      capacity_(capacity),
+      layers_(static_cast<size_t>(model.shape().decoder_layers)),
+      caches_(layers_.size()),
+      arena_(Arena::planner(model.device())) {
+  if (capacity_.rows < 1 || capacity_.source_len < 1 || capacity_.positions < 1 ||
+      capacity_.cache_rows < 0)
+    throw std::invalid_argument("incremental decoder: capacity of " + number(capacity_.rows) +
+                                " rows, source length " + number(capacity_.source_len) + ", " +
+                                number(capacity_.positions) +
+                                " positions: each must be at least 1");
+  // A step's activations live in the model's own buffers, planned for max_rows rows.
+  if (capacity_.rows > model.max_rows())
+    throw std::invalid_argument("incremental decoder: capacity of " + number(capacity_.rows) +
+                                " rows exceeds the model's plan (" + number(model.max_rows()) +
+                                " rows)");
+  if (capacity_.cache_rows == 0)
+    capacity_.cache_rows = capacity_.rows * std::max(capacity_.source_len, capacity_.positions);
+  // Plan once (count), then allocate exactly that much and lay the same buffers out for real.
+  Arena planner = Arena::planner(model.device());
+  plan(planner);
+  arena_ = Arena(model.device(), planner.used());
+  plan(arena_);
+  // Attention reads every cached position up to the batch's length, the masked ones included
+  // (weighted by 0 on the GPU): they must hold finite values, never uninitialised memory.
+  // Reorder rotates buffers between the caches and the spare, so all of them start at zero.
+  for (LayerBuffers& layer : layers_)
+    for (Buffer* b : {&layer.self_k, &layer.self_v, &layer.cross_k, &layer.cross_v}) {
+      Tensor all = b->flat();
+      fill_zero(all);
     }
-    // Plan once (count), then allocate exactly that much and lay the same buffers out for real.
-    Arena planner = Arena::planner(device_);
-    plan(planner);
-    arena_ = Arena(device_, planner.used());
-    plan(arena_);
-    // Attention reads every cached position up to the batch's length, the masked ones included
-    // (weighted by 0 on the GPU): they must hold finite values, never uninitialised memory.
-    // Reorder rotates buffers between the caches and the spare, so all of them start at zero.
-    for (Layer& layer : layers_)
-      for (Buffer* b : {&layer.self_k, &layer.self_v, &layer.cross_k, &layer.cross_v}) {
-        Tensor all = b->flat();
-        fill_zero(all);
-      }
-    Tensor spare = spare_.flat();
-    fill_zero(spare);
-  }
+  Tensor spare = spare_.flat();
+  fill_zero(spare);
+}
 
-  void IncrementalDecoder::plan(Arena & arena) {
-    const int64_t rows = capacity_.rows, d = shape_.d_model, cache = capacity_.cache_rows * d;
-    const DType act = shape_.compute_dtype;
-    for (Layer& layer : layers_) {
-      layer.self_k = arena.allocate("incremental.self_k", act, cache);
-      layer.self_v = arena.allocate("incremental.self_v", act, cache);
-      layer.cross_k = arena.allocate("incremental.cross_k", act, cache);
-      layer.cross_v = arena.allocate("incremental.cross_v", act, cache);
-    }
-    spare_ = arena.allocate("incremental.spare", act, cache);
-    for (Buffer& b : hidden_) b = arena.allocate("incremental.hidden", act, rows * d);
-    normed_ = arena.allocate("incremental.normed", act, rows * d);
-    branch_ = arena.allocate("incremental.branch", act, rows * d);
-    q_ = arena.allocate("incremental.q", act, rows * d);
-    k_new_ = arena.allocate("incremental.k_new", act, rows * d);
-    v_new_ = arena.allocate("incremental.v_new", act, rows * d);
-    context_ = arena.allocate("incremental.context", act, rows * d);
-    ffn_hidden_ = arena.allocate("incremental.ffn_hidden", act, rows * shape_.ffn_dim);
-    mean_ = arena.allocate("incremental.mean", DType::f32, rows);
-    rstd_ = arena.allocate("incremental.rstd", DType::f32, rows);
-    self_probs_ = arena.allocate("incremental.self_probs", DType::f32,
-                                 rows * shape_.heads * capacity_.positions);
-    cross_probs_ = arena.allocate("incremental.cross_probs", DType::f32,
-                                  rows * shape_.heads * capacity_.source_len);
-    logits_ = arena.allocate("incremental.logits", act, rows * shape_.vocab);
-    step_ints_ = arena.allocate("incremental.step_ints", DType::i32, 2 * rows);
-    gather_ints_ = arena.allocate("incremental.gather_ints", DType::i32, 2 * rows);
-    source_lengths_ = arena.allocate("incremental.source_lengths", DType::i32, rows);
+void IncrementalDecoder::plan(Arena& arena) {
+  const int64_t rows = capacity_.rows, cache = capacity_.cache_rows * d_model_;
+  const DType act = model_.shape().compute_dtype;
+  for (LayerBuffers& layer : layers_) {
+    layer.self_k = arena.allocate("incremental.self_k", act, cache);
+    layer.self_v = arena.allocate("incremental.self_v", act, cache);
+    layer.cross_k = arena.allocate("incremental.cross_k", act, cache);
+    layer.cross_v = arena.allocate("incremental.cross_v", act, cache);
   }
+  spare_ = arena.allocate("incremental.spare", act, cache);
+  self_probs_ =
+      arena.allocate("incremental.self_probs", DType::f32, rows * heads_ * capacity_.positions);
+  cross_probs_ =
+      arena.allocate("incremental.cross_probs", DType::f32, rows * heads_ * capacity_.source_len);
+  step_ints_ = arena.allocate("incremental.step_ints", DType::i32, 2 * rows);
+  gather_ints_ = arena.allocate("incremental.gather_ints", DType::i32, 2 * rows);
+  source_lengths_ = arena.allocate("incremental.source_lengths", DType::i32, rows);
+}
 
-  Tensor IncrementalDecoder::blocks(const Buffer& buffer, int64_t count, int64_t length) const {
-    return buffer.view({count, length, shape_.d_model});
+Tensor IncrementalDecoder::blocks(const Buffer& buffer, int64_t count, int64_t length) const {
+  return buffer.view({count, length, d_model_});
+}
+
+std::vector<DecoderLayerCache>& IncrementalDecoder::layer_caches() {
+  // Views only: rebuilt for every call, as reorder swaps buffers and shrinks the batch.
+  Tensor self_lengths = step_ints_.flat().rows(rows_, 2 * rows_);
+  Tensor self_probs = self_probs_.view({rows_, heads_, 1, positions_});
+  Tensor cross_probs = cross_probs_.view({sources_, heads_, beam_, src_len_});
+  Tensor source_lengths = source_lengths_.view({sources_});
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerBuffers& b = layers_[i];
+    caches_[i].self =
+        CachedKeysValues{blocks(b.self_k, rows_, positions_), blocks(b.self_v, rows_, positions_),
+                         self_lengths, self_probs};
+    caches_[i].cross =
+        CachedKeysValues{blocks(b.cross_k, sources_, src_len_),
+                         blocks(b.cross_v, sources_, src_len_), source_lengths, cross_probs};
   }
+  return caches_;
+}
 
-  void IncrementalDecoder::start(const Tensor& memory, const std::vector<int32_t>& source_lengths,
-                                 int64_t src_len, int64_t beam, int64_t positions) {
-    const auto sources = static_cast<int64_t>(source_lengths.size());
-    const int64_t d = shape_.d_model;
-    if (sources < 1 || beam < 1 || src_len < 1 || positions < 1 ||
-        sources * beam > capacity_.rows || src_len > capacity_.source_len ||
-        positions > capacity_.positions || sources * beam * positions > capacity_.cache_rows ||
-        sources * src_len > capacity_.cache_rows)
-      throw std::invalid_argument(
-          "incremental decoder: " + number(sources) + " sources of length " + number(src_len) +
-          " x beam " + number(beam) + " x " + number(positions) + " positions exceed the plan (" +
-          number(capacity_.rows) + " rows, source length " + number(capacity_.source_len) + ", " +
-          number(capacity_.positions) + " positions, " + number(capacity_.cache_rows) +
-          " cache rows)");
-    check_shape("incremental decoder", "memory", memory, {sources * src_len, d});
-    for (int32_t length : source_lengths)
-      if (length < 0 || length > src_len)
-        throw std::invalid_argument("incremental decoder: source length " + number(length) +
-                                    " is outside [0, " + number(src_len) + "]");
-    rows_ = sources * beam;
-    sources_ = sources;
-    beam_ = beam;
-    src_len_ = src_len;
-    positions_ = positions;
-    next_position_ = 0;
-    host_source_lengths_ = source_lengths;
-    upload_i32(host_source_lengths_, source_lengths_);
-    Tensor no_bias;
-    for (Layer& layer : layers_) {
-      Tensor k = layer.cross_k.view({sources * src_len, d}),
-             v = layer.cross_v.view({sources * src_len, d});
-      linear_forward(memory, layer.cross_attn.k.weight->compute, layer.cross_attn.k.bias->compute,
-                     k);
-      linear_forward(memory, layer.cross_attn.v.weight->compute, layer.cross_attn.v.bias->compute,
-                     v);
+void IncrementalDecoder::start(const Tensor& memory, const std::vector<int32_t>& source_lengths,
+                               int64_t src_len, int64_t beam, int64_t positions) {
+  const auto sources = static_cast<int64_t>(source_lengths.size());
+  const int64_t d = d_model_;
+  if (sources < 1 || beam < 1 || src_len < 1 || positions < 1 || sources * beam > capacity_.rows ||
+      src_len > capacity_.source_len || positions > capacity_.positions ||
+      sources * beam * positions > capacity_.cache_rows || sources * src_len > capacity_.cache_rows)
+    throw std::invalid_argument("incremental decoder: " + number(sources) + " sources of length " +
+                                number(src_len) + " x beam " + number(beam) + " x " +
+                                number(positions) + " positions exceed the plan (" +
+                                number(capacity_.rows) + " rows, source length " +
+                                number(capacity_.source_len) + ", " + number(capacity_.positions) +
+                                " positions, " + number(capacity_.cache_rows) + " cache rows)");
+  check_shape("incremental decoder", "memory", memory, {sources * src_len, d});
+  for (int32_t length : source_lengths)
+    if (length < 0 || length > src_len)
+      throw std::invalid_argument("incremental decoder: source length " + number(length) +
+                                  " is outside [0, " + number(src_len) + "]");
+  rows_ = sources * beam;
+  sources_ = sources;
+  beam_ = beam;
+  src_len_ = src_len;
+  positions_ = positions;
+  next_position_ = 0;
+  host_source_lengths_ = source_lengths;
+  upload_i32(host_source_lengths_, source_lengths_);
+  model_.cache_sources(memory, layer_caches());
+}
+
+Tensor IncrementalDecoder::step(const std::vector<int32_t>& tokens, int64_t position) {
+  if (rows_ < 1)
+    throw std::invalid_argument("incremental decoder: step without rows (start first)");
+  if (static_cast<int64_t>(tokens.size()) != rows_)
+    throw std::invalid_argument(
+        "incremental decoder: " + number(static_cast<int64_t>(tokens.size())) + " tokens for " +
+        number(rows_) + " rows");
+  if (position != next_position_ || position >= positions_)
+    throw std::invalid_argument("incremental decoder: position " + number(position) +
+                                " out of order (next " + number(next_position_) + ", " +
+                                number(positions_) + " planned)");
+  // One upload per step: the ids, then every row's self-attention length (position + 1).
+  host_ints_.assign(tokens.begin(), tokens.end());
+  host_ints_.resize(static_cast<size_t>(2 * rows_), static_cast<int32_t>(position + 1));
+  upload_i32(host_ints_, step_ints_);
+  Tensor ids = step_ints_.flat().rows(0, rows_);
+  Tensor logits = model_.decode_step(ids, position, layer_caches());
+  next_position_ = position + 1;
+  return logits;
+}
+
+void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
+  const auto new_rows = static_cast<int64_t>(parents.size());
+  if (beam_ < 1) throw std::invalid_argument("incremental decoder: reorder before start");
+  if (new_rows % beam_ != 0)
+    throw std::invalid_argument("incremental decoder: " + number(new_rows) +
+                                " rows after reorder are not a multiple of beam " + number(beam_));
+  const int64_t new_sources = new_rows / beam_;
+  std::vector<int32_t> source_of(static_cast<size_t>(new_sources));
+  bool same_rows = new_rows == rows_, same_sources = new_sources == sources_;
+  for (int64_t b = 0; b < new_sources; ++b) {
+    for (int64_t j = 0; j < beam_; ++j) {
+      int32_t parent = parents[b * beam_ + j];
+      if (parent < 0 || parent >= rows_ || parent / beam_ != parents[b * beam_] / beam_)
+        throw std::invalid_argument("incremental decoder: parent " + number(parent) + " of row " +
+                                    number(b * beam_ + j) + " is not a row of its block's source");
+      same_rows = same_rows && parent == b * beam_ + j;
     }
+    source_of[b] = parents[b * beam_] / static_cast<int32_t>(beam_);
+    if (b > 0 && source_of[b] <= source_of[b - 1])
+      throw std::invalid_argument("incremental decoder: reorder must keep the sources in order");
+    same_sources = same_sources && source_of[b] == b;
   }
-
-  void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
-    const auto new_rows = static_cast<int64_t>(parents.size());
-    if (beam_ < 1) throw std::invalid_argument("incremental decoder: reorder before start");
-    if (new_rows % beam_ != 0)
-      throw std::invalid_argument("incremental decoder: " + number(new_rows) +
-                                  " rows after reorder are not a multiple of beam " +
-                                  number(beam_));
-    const int64_t new_sources = new_rows / beam_;
-    std::vector<int32_t> source_of(static_cast<size_t>(new_sources));
-    bool same_rows = new_rows == rows_, same_sources = new_sources == sources_;
-    for (int64_t b = 0; b < new_sources; ++b) {
-      for (int64_t j = 0; j < beam_; ++j) {
-        int32_t parent = parents[b * beam_ + j];
-        if (parent < 0 || parent >= rows_ || parent / beam_ != parents[b * beam_] / beam_)
-          throw std::invalid_argument("incremental decoder: parent " + number(parent) + " of row " +
-                                      number(b * beam_ + j) +
-                                      " is not a row of its block's source");
-        same_rows = same_rows && parent == b * beam_ + j;
-      }
-      source_of[b] = parents[b * beam_] / static_cast<int32_t>(beam_);
-      if (b > 0 && source_of[b] <= source_of[b - 1])
-        throw std::invalid_argument("incremental decoder: reorder must keep the sources in order");
-      same_sources = same_sources && source_of[b] == b;
+  if (same_rows) return;
+  if (new_rows == 0) {  // every source finished
+    rows_ = sources_ = 0;
+    return;
+  }
+  // One upload: the parent rows, then the parent sources.
+  host_ints_.assign(parents.begin(), parents.end());
+  host_ints_.insert(host_ints_.end(), source_of.begin(), source_of.end());
+  upload_i32(host_ints_, gather_ints_);
+  Tensor row_index = gather_ints_.view({new_rows});
+  // Gather into the spare buffer, then swap the two: one copy per cache, no second buffer per
+  // layer. Only the positions decoded so far are copied.
+  for (LayerBuffers& layer : layers_)
+    for (Buffer* cache : {&layer.self_k, &layer.self_v}) {
+      Tensor dst = blocks(spare_, new_rows, positions_);
+      gather_blocks(blocks(*cache, rows_, positions_), row_index, dst, next_position_);
+      std::swap(*cache, spare_);
     }
-    if (same_rows) return;
-    if (new_rows == 0) {  // every source finished
-      rows_ = sources_ = 0;
-      return;
-    }
-    // One upload: the parent rows, then the parent sources.
-    host_ints_.assign(parents.begin(), parents.end());
-    host_ints_.insert(host_ints_.end(), source_of.begin(), source_of.end());
-    upload_i32(host_ints_, gather_ints_);
-    Tensor row_index = gather_ints_.view({new_rows});
-    // Gather into the spare buffer, then swap the two: one copy per cache, no second buffer per
-    // layer. Only the positions decoded so far are copied.
-    for (Layer& layer : layers_)
-      for (Buffer* cache : {&layer.self_k, &layer.self_v}) {
-        Tensor dst = blocks(spare_, new_rows, positions_);
-        gather_blocks(blocks(*cache, rows_, positions_), row_index, dst, next_position_);
+  if (!same_sources) {
+    Tensor source_index = gather_ints_.flat().rows(new_rows, new_rows + new_sources);
+    for (LayerBuffers& layer : layers_)
+      for (Buffer* cache : {&layer.cross_k, &layer.cross_v}) {
+        Tensor dst = blocks(spare_, new_sources, src_len_);
+        gather_blocks(blocks(*cache, sources_, src_len_), source_index, dst, src_len_);
         std::swap(*cache, spare_);
       }
-    if (!same_sources) {
-      Tensor source_index = gather_ints_.flat().rows(new_rows, new_rows + new_sources);
-      for (Layer& layer : layers_)
-        for (Buffer* cache : {&layer.cross_k, &layer.cross_v}) {
-          Tensor dst = blocks(spare_, new_sources, src_len_);
-          gather_blocks(blocks(*cache, sources_, src_len_), source_index, dst, src_len_);
-          std::swap(*cache, spare_);
-        }
-      std::vector<int32_t> lengths(static_cast<size_t>(new_sources));
-      for (int64_t b = 0; b < new_sources; ++b) lengths[b] = host_source_lengths_[source_of[b]];
-      host_source_lengths_ = std::move(lengths);
-      upload_i32(host_source_lengths_, source_lengths_);
-    }
-    rows_ = new_rows;
-    sources_ = new_sources;
+    std::vector<int32_t> lengths(static_cast<size_t>(new_sources));
+    for (int64_t b = 0; b < new_sources; ++b) lengths[b] = host_source_lengths_[source_of[b]];
+    host_source_lengths_ = std::move(lengths);
+    upload_i32(host_source_lengths_, source_lengths_);
   }
+  rows_ = new_rows;
+  sources_ = new_sources;
+}
 
 }  // namespace nmt

@@ -1,7 +1,7 @@
 // StepDecoder: the decoder as beam search drives it, one target position per call for every live
-// hypothesis. Two implementations: IncrementalDecoder (key/value caches, engine/
-// incremental_decoder.h) and FullPrefixDecoder (the whole prefix re-run, engine/
-// full_prefix_decoder.h), which give the same logits and differ only in cost.
+// hypothesis. IncrementalDecoder (key/value caches, engine/decode/incremental_decoder.h) is the
+// engine's; the tests' FullPrefixDecoder (the whole prefix re-run, test/support/decode/) gives the
+// same logits at O(length) times the cost.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
-// AttentionBlock forward and backward, written out projection by projection.
+// AttentionBlock forward and backward, written out projection by projection, and its decoding
+// steps over cached keys and values.
 #include "engine/model/attention_block.h"
 
+#include "kernels/decode_ops.h"
 #include "kernels/elementwise.h"
 #include "kernels/fused_attention.h"
 #include "kernels/linear.h"
@@ -51,8 +53,7 @@ void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& 
   Tensor q = q_.view({q_rows, d}), k = k_.view({kv_rows, d}), v = v_.view({kv_rows, d});
   Tensor c = ctx_.view({q_rows, d});
   linear_forward(xq, q_w_->compute, q_b_->compute, q);
-  linear_forward(xkv, k_w_->compute, k_b_->compute, k);
-  linear_forward(xkv, v_w_->compute, v_b_->compute, v);
+  project_keys_values(xkv, k, v);
   if (fused_) {
     Tensor lse = lse_.view({batch, shape_.heads, q_len});
     fused_attention_forward(AttentionOperands{q, k, v}, kv_lengths, c, lse, att_, p_, key_);
@@ -61,6 +62,35 @@ void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& 
     attention_forward(q, k, v, kv_lengths, c, probs, att_, p_, key_);
   }
   linear_forward(c, o_w_->compute, o_b_->compute, out);
+}
+
+void AttentionBlock::project_keys_values(const Tensor& xkv, Tensor& k, Tensor& v) {
+  linear_forward(xkv, k_w_->compute, k_b_->compute, k);
+  linear_forward(xkv, v_w_->compute, v_b_->compute, v);
+}
+
+void AttentionBlock::attend_cached(const Tensor& xq, CachedKeysValues& kv, Tensor& out) {
+  const int64_t d = shape_.d_model, rows = xq.dim(0);
+  const int64_t blocks = kv.keys.dim(0), length = kv.keys.dim(1);
+  Tensor q = q_.view({rows, d}), c = ctx_.view({rows, d});
+  linear_forward(xq, q_w_->compute, q_b_->compute, q);
+  // The unfused kernel at every dtype (decoding has always run it; kv.probs is its scratch). The
+  // lengths mask each block's positions beyond those decoded so far, or its source's padding.
+  AttentionShape shape{blocks, rows / blocks, length, shape_.heads, d / shape_.heads, false};
+  attention_forward(q, kv.keys.reshaped({blocks * length, d}),
+                    kv.values.reshaped({blocks * length, d}), kv.lengths, c, kv.probs, shape, 0.0f,
+                    RngKey{});
+  linear_forward(c, o_w_->compute, o_b_->compute, out);
+}
+
+void AttentionBlock::append_and_attend(const Tensor& xq, CachedKeysValues& kv, int64_t position,
+                                       Tensor& out) {
+  const int64_t d = shape_.d_model, rows = xq.dim(0);
+  Tensor k = k_.view({rows, d}), v = v_.view({rows, d});
+  project_keys_values(xq, k, v);
+  cache_write_position(k, kv.keys, position);
+  cache_write_position(v, kv.values, position);
+  attend_cached(xq, kv, out);
 }
 
 void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws) {

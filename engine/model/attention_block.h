@@ -1,5 +1,7 @@
 // AttentionBlock: multi-head attention with its four projections (q_proj, k_proj, v_proj,
-// out_proj), used as encoder self-attention, decoder causal self-attention and cross-attention.
+// out_proj), used as encoder self-attention, decoder causal self-attention and cross-attention;
+// in training over whole sentences (forward, backward), in decoding one position at a time over
+// cached keys and values (attend_cached, append_and_attend).
 #pragma once
 
 #include <string>
@@ -11,6 +13,15 @@
 #include "kernels/attention.h"
 
 namespace nmt {
+
+// Keys and values kept between decoding steps, in blocks of `length` positions: one block per
+// hypothesis (self-attention, one query each) or per source (cross-attention, the source's beam
+// rows as its queries). Views into memory the decoder state owns (engine/decode/).
+struct CachedKeysValues {
+  Tensor keys, values;  // [blocks, length, d_model] compute dtype
+  Tensor lengths;       // [blocks] i32: positions of each block the queries see
+  Tensor probs;         // [blocks, heads, queries per block, length] f32 scratch
+};
 
 class AttentionBlock {
  public:
@@ -28,6 +39,16 @@ class AttentionBlock {
   // d_out: [batch*q_len, d_model]. d_xq written (=); d_xkv accumulated (+=). They may alias
   // (self-attention), in which case the result is the sum of all three paths.
   void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws);
+
+  // Decoding, no dropout, the projections of forward. xkv: [rows, d_model]; k, v: [rows,
+  // d_model] written: the keys and values forward computes from xkv (a source's, for its cache).
+  void project_keys_values(const Tensor& xkv, Tensor& k, Tensor& v);
+  // xq: [rows, d_model], rows a multiple of kv's blocks (consecutive rows share a block); out:
+  // [rows, d_model] written. Attends over each block's first kv.lengths positions.
+  void attend_cached(const Tensor& xq, CachedKeysValues& kv, Tensor& out);
+  // Self-attention: xq's own keys and values are written at `position` of its row's block
+  // (kv.keys/values[r, position]) first, then attend_cached (kv.lengths = position + 1).
+  void append_and_attend(const Tensor& xq, CachedKeysValues& kv, int64_t position, Tensor& out);
 
  private:
   ModelShape shape_;

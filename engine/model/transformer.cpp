@@ -1,4 +1,5 @@
-// Transformer graph: parameter registration, memory plan, forward, loss, backward, greedy decoding.
+// Transformer graph: parameter registration, memory plan, forward, loss, backward. The decoding
+// entry points are in transformer_decoding.cpp.
 #include "engine/model/transformer.h"
 
 #include <cmath>
@@ -145,13 +146,8 @@ Tensor Transformer::encode(const StepContext& ctx) {
                     kPadId);
   if (embed_p_ > 0) dropout_forward(x, x, embed_p_, src_embed_key_);
   for (auto& layer : encoder_) x = layer->forward(x, lengths, batch_, src_len_, ctx);
-  if (!shape_.pre_norm) return x;
   enc_last_ = x;
-  Tensor out = enc_final_.view({rows, d}), mean = enc_mean_.view({rows}),
-         rstd = enc_rstd_.view({rows});
-  layernorm_forward(x, enc_norm_g_->compute, enc_norm_b_->compute, out, mean, rstd,
-                    shape_.layernorm_eps);
-  return out;
+  return final_norm(x, enc_norm_g_, enc_norm_b_, enc_final_, enc_mean_, enc_rstd_);
 }
 
 Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
@@ -165,13 +161,17 @@ Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
   if (embed_p_ > 0) dropout_forward(y, y, embed_p_, tgt_embed_key_);
   for (auto& layer : decoder_)
     y = layer->forward(y, lengths, enc_out, src_lengths, batch_, tgt_len_, src_len_, ctx);
-  if (!shape_.pre_norm) return y;
   dec_last_ = y;
-  Tensor out = dec_final_.view({rows, d}), mean = dec_mean_.view({rows}),
-         rstd = dec_rstd_.view({rows});
-  layernorm_forward(y, dec_norm_g_->compute, dec_norm_b_->compute, out, mean, rstd,
-                    shape_.layernorm_eps);
-  return out;
+  return final_norm(y, dec_norm_g_, dec_norm_b_, dec_final_, dec_mean_, dec_rstd_);
+}
+
+Tensor Transformer::final_norm(const Tensor& x, const Param* gain, const Param* bias,
+                               const Buffer& out, const Buffer& mean, const Buffer& rstd) {
+  if (!shape_.pre_norm) return x;
+  const int64_t rows = x.dim(0);
+  Tensor y = out.view({rows, shape_.d_model}), m = mean.view({rows}), r = rstd.view({rows});
+  layernorm_forward(x, gain->compute, bias->compute, y, m, r, shape_.layernorm_eps);
+  return y;
 }
 
 LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ctx,
@@ -245,55 +245,6 @@ LossSums Transformer::evaluate(const Batch& batch, float label_smoothing) {
   Tensor no_bias, no_grad;
   linear_forward(dec_out, out_proj_->compute, no_bias, logits);
   return cross_entropy_forward_backward(logits, targets, kPadId, label_smoothing, 1.0f, no_grad);
-}
-
-std::vector<std::vector<int32_t>> Transformer::greedy_decode(const Batch& batch, int64_t max_new) {
-  StepContext ctx;
-  ctx.training = false;
-  upload(batch);
-  Tensor enc_out = encode(ctx);
-  int64_t b = batch_, d = shape_.d_model, v = shape_.vocab;
-  std::vector<std::vector<int32_t>> out(b);
-  std::vector<int32_t> prefix_ids, lengths(b);
-  std::vector<char> done(b, 0);
-  std::vector<float> host_logits(b * v);
-  Tensor no_bias;
-  int64_t finished = 0;
-  for (int64_t t = 1; t <= max_new + 1 && finished < b; ++t) {
-    if (b * t > max_rows_ || t > max_len_) break;  // the plan bounds the decodable length
-    prefix_ids.assign(b * t, kPadId);
-    for (int64_t i = 0; i < b; ++i) {
-      prefix_ids[i * t] = kBosId;
-      for (size_t j = 0; j < out[i].size(); ++j) prefix_ids[i * t + 1 + j] = out[i][j];
-      lengths[i] = static_cast<int32_t>(t);
-    }
-    tgt_len_ = t;
-    upload_i32(prefix_ids, tgt_in_);
-    upload_i32(lengths, tgt_lengths_);
-    Tensor dec_out = decode(enc_out, ctx);
-    Tensor last = ws_.s2.view({b, d});
-    for (int64_t i = 0; i < b; ++i) {
-      Tensor row = dec_out.rows(i * t + t - 1, i * t + t), dst = last.rows(i, i + 1);
-      copy_tensor(row, dst);
-    }
-    Tensor logits = logits_.view({b, v});
-    linear_forward(last, out_proj_->compute, no_bias, logits);
-    copy_to_host_f32(logits, host_logits);
-    for (int64_t i = 0; i < b; ++i) {
-      if (done[i]) continue;
-      const float* row = host_logits.data() + i * v;
-      int32_t best = 0;
-      for (int64_t j = 1; j < v; ++j)
-        if (row[j] > row[best]) best = static_cast<int32_t>(j);
-      if (best == kEosId || static_cast<int64_t>(out[i].size()) >= max_new) {
-        done[i] = 1;
-        ++finished;
-      } else {
-        out[i].push_back(best);
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace nmt

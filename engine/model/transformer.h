@@ -1,6 +1,6 @@
 // Transformer: the encoder-decoder graph, built once from a ModelShape, with its activation memory
 // planned once for the largest batch (no allocation inside a step). Forward and backward are
-// written out in order in transformer.cpp.
+// written out in order in transformer.cpp; decoding's entry points in transformer_decoding.cpp.
 #pragma once
 
 #include <functional>
@@ -46,8 +46,6 @@ class Transformer {
                             float loss_scale = 1.0f);
   // Loss only, no gradients (dropout off).
   LossSums evaluate(const Batch& batch, float label_smoothing);
-  // Greedy decoding of batch's sources: up to max_new tokens per sentence, eos excluded.
-  std::vector<std::vector<int32_t>> greedy_decode(const Batch& batch, int64_t max_new);
 
   // Zero every parameter gradient.
   void zero_grads();
@@ -58,10 +56,9 @@ class Transformer {
   using GradReadyHook = std::function<void(const Param&)>;
   void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
 
-  // Decoding entry points for beam search (engine/decode/decode.h); defined in
-  // engine/decode/decode_steps.cpp. Both run without dropout and return views into the model's
-  // arena, valid until the next call. The encoder over batch's sources only (targets ignored):
-  // [sentences * src_len, d_model].
+  // Decoding entry points (beam search, engine/decode/; nmt-score), in transformer_decoding.cpp.
+  // All run without dropout and return views into the model's arena, valid until the next call.
+  // The encoder over batch's sources only (targets ignored): [sentences * src_len, d_model].
   Tensor encode_sources(const Batch& batch);
   // One decoder pass over `rows` prefixes of equal length (kBosId first), each attending to its own
   // copy of a source: returns the logits of every prefix's last position, [rows, vocab].
@@ -70,11 +67,21 @@ class Transformer {
                             int64_t memory_len,
                             const std::vector<int32_t>& prefixes,  // [rows, prefix_len] ids
                             int64_t rows, int64_t prefix_len);
+  // Decoding one position per row through the same decoder layers, over caches the caller owns
+  // (one per decoder layer, engine/decode/incremental_decoder.h). cache_sources writes every
+  // layer's cross-attention keys and values of memory, [sources * src_len, d_model].
+  void cache_sources(const Tensor& memory, std::vector<DecoderLayerCache>& caches);
+  // ids: [rows] i32 on the model's device, rows <= max_rows(), each row's token at `position`;
+  // its keys and values join caches[i].self. Returns the next token's logits, [rows, vocab].
+  Tensor decode_step(const Tensor& ids, int64_t position, std::vector<DecoderLayerCache>& caches);
 
  private:
   void upload(const Batch& batch);
   Tensor encode(const StepContext& ctx);
   Tensor decode(const Tensor& enc_out, const StepContext& ctx);
+  // Pre-norm's final layer norm of a stack's output x [rows, d_model] into out; post-norm: x.
+  Tensor final_norm(const Tensor& x, const Param* gain, const Param* bias, const Buffer& out,
+                    const Buffer& mean, const Buffer& rstd);
   void backward(Tensor& d_dec_out);
   void allocate(Arena& arena);
   // The parameters registered since `first` (an index into params_), as one backward stage.

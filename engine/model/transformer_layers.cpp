@@ -1,4 +1,4 @@
-// EncoderLayer and DecoderLayer forward/backward.
+// EncoderLayer and DecoderLayer forward/backward, and the decoder layer's step.
 #include "engine/model/transformer_layers.h"
 
 namespace nmt {
@@ -22,7 +22,8 @@ Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_lengths, int64_t
   Tensor h = self_attn_sub_.forward(x, ctx, [&](const Tensor& in, Tensor& out) {
     self_attn_.forward(in, in, src_lengths, batch, src_len, src_len, ctx, out);
   });
-  return ffn_sub_.forward(h, ctx, [&](const Tensor& in, Tensor& out) { ffn_.forward(in, ctx, out); });
+  return ffn_sub_.forward(h, ctx,
+                          [&](const Tensor& in, Tensor& out) { ffn_.forward(in, ctx, out); });
 }
 
 void EncoderLayer::backward(Tensor& grad, Workspace& ws) {
@@ -54,13 +55,40 @@ void DecoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores) {
 Tensor DecoderLayer::forward(const Tensor& y, const Tensor& tgt_lengths, const Tensor& enc_out,
                              const Tensor& src_lengths, int64_t batch, int64_t tgt_len,
                              int64_t src_len, const StepContext& ctx) {
-  Tensor h = self_attn_sub_.forward(y, ctx, [&](const Tensor& in, Tensor& out) {
-    self_attn_.forward(in, in, tgt_lengths, batch, tgt_len, tgt_len, ctx, out);
-  });
-  h = cross_attn_sub_.forward(h, ctx, [&](const Tensor& in, Tensor& out) {
-    cross_attn_.forward(in, enc_out, src_lengths, batch, tgt_len, src_len, ctx, out);
-  });
-  return ffn_sub_.forward(h, ctx, [&](const Tensor& in, Tensor& out) { ffn_.forward(in, ctx, out); });
+  return run(
+      y, ctx,
+      [&](const Tensor& in, Tensor& out) {
+        self_attn_.forward(in, in, tgt_lengths, batch, tgt_len, tgt_len, ctx, out);
+      },
+      [&](const Tensor& in, Tensor& out) {
+        cross_attn_.forward(in, enc_out, src_lengths, batch, tgt_len, src_len, ctx, out);
+      });
+}
+
+void DecoderLayer::cache_source(const Tensor& memory, DecoderLayerCache& cache) {
+  const int64_t rows = memory.dim(0), d = memory.dim(1);
+  Tensor k = cache.cross.keys.reshaped({rows, d}), v = cache.cross.values.reshaped({rows, d});
+  cross_attn_.project_keys_values(memory, k, v);
+}
+
+Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, int64_t position) {
+  StepContext decoding;
+  decoding.training = false;
+  return run(
+      x, decoding,
+      [&](const Tensor& in, Tensor& out) {
+        self_attn_.append_and_attend(in, cache.self, position, out);
+      },
+      [&](const Tensor& in, Tensor& out) { cross_attn_.attend_cached(in, cache.cross, out); });
+}
+
+Tensor DecoderLayer::run(const Tensor& y, const StepContext& ctx,
+                         const Sublayer::Forward& self_attention,
+                         const Sublayer::Forward& cross_attention) {
+  Tensor h = self_attn_sub_.forward(y, ctx, self_attention);
+  h = cross_attn_sub_.forward(h, ctx, cross_attention);
+  return ffn_sub_.forward(h, ctx,
+                          [&](const Tensor& in, Tensor& out) { ffn_.forward(in, ctx, out); });
 }
 
 void DecoderLayer::backward(Tensor& grad, Tensor& d_enc_out, Workspace& ws) {

@@ -1,5 +1,7 @@
 // EncoderLayer and DecoderLayer: blocks wrapped in residual/norm sublayers, in the order their
-// parameters are registered (forward order; the flat layout is its reverse).
+// parameters are registered (forward order; the flat layout is its reverse). The decoder layer
+// runs whole sentences (forward, backward) or one position per row over a cache (step): the same
+// sublayers and blocks either way.
 #pragma once
 
 #include <string>
@@ -34,6 +36,12 @@ class EncoderLayer {
   Sublayer ffn_sub_;
 };
 
+// What one decoder layer reads and writes while decoding one position per row.
+struct DecoderLayerCache {
+  CachedKeysValues self;   // blocks = rows, length = the batch's positions
+  CachedKeysValues cross;  // blocks = sources, length = padded source length
+};
+
 class DecoderLayer {
  public:
   DecoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
@@ -46,7 +54,18 @@ class DecoderLayer {
   // grad: gradient of the output in, of the input out (in place); d_enc_out accumulated (+=).
   void backward(Tensor& grad, Tensor& d_enc_out, Workspace& ws);
 
+  // Decoding (engine/decode/incremental_decoder.h drives it), dropout off. memory: [sources *
+  // src_len, d_model] encoder output; cache.cross.keys/values [sources, src_len, d_model] written.
+  void cache_source(const Tensor& memory, DecoderLayerCache& cache);
+  // x: [rows, d_model], every row at `position`; its keys and values join cache.self. Returns the
+  // layer output view, [rows, d_model].
+  Tensor step(const Tensor& x, DecoderLayerCache& cache, int64_t position);
+
  private:
+  // The three sublayers around the given attention paths (forward's or step's).
+  Tensor run(const Tensor& y, const StepContext& ctx, const Sublayer::Forward& self_attention,
+             const Sublayer::Forward& cross_attention);
+
   AttentionBlock self_attn_;
   Sublayer self_attn_sub_;
   AttentionBlock cross_attn_;

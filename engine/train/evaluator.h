@@ -22,7 +22,7 @@ struct EvalOptions {
   // (bos + tokens) grows beyond it.
   int64_t max_positions = 1024;
   // Beam 1 = greedy (argmax, ties to the lower id); a·n + b target tokens for an n-token source.
-  BeamOptions decoding{1, 0.0, 1.5, 10, false};
+  BeamOptions decoding{1, 0.0, 1.5, 10};
 };
 
 // The options nmt-train evaluates with: eval.max_sentences, eval.samples, model.max_positions,

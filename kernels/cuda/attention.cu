@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"

@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/op_checks.h"
 

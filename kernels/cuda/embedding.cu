@@ -9,8 +9,8 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/embedding.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/op_checks.h"

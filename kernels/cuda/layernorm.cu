@@ -8,8 +8,8 @@
 #include <type_traits>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"

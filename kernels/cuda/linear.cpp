@@ -8,12 +8,13 @@
 // accumulates (+=: update_freq > 1 sums micro-batches into the same gradient), so it writes into
 // scratch and a tiny add of `out` floats follows. Where cuBLASLt offers no such algorithm (or there
 // is no dW product) db is the deterministic column sum of reduce.h, two kernels that read dy again.
+#include "kernels/cuda/linear.h"
+
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/op_checks.h"

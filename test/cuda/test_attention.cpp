@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/attention.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/cross_entropy.h"
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cross_entropy.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"
 

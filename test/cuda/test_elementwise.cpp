@@ -3,7 +3,7 @@
 // and copy, at odd sizes, in place and off 16-byte alignment.
 #include <vector>
 
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/elementwise.h"
 #include "kernels/half_host.h"
 #include "test/cuda/gpu_test_util.h"

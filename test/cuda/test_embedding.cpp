@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/embedding.h"
 #include "kernels/embedding.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"

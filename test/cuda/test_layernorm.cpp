@@ -2,7 +2,7 @@
 // f16, with deterministic and accumulating parameter gradients.
 #include <vector>
 
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/layernorm.h"
 #include "kernels/layernorm.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/linear.h"
 #include "kernels/linear.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"

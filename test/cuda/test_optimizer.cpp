@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/optimizer.h"
 #include "kernels/optimizer.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"

@@ -1,7 +1,7 @@
-// Beam search: the length penalty and length limit by hand, option errors, beam 1 against
-// Transformer::greedy_decode token for token, and on a model trained on the reversal task: beam 4
-// at least as accurate as greedy, n-best lists sorted and scored as documented, and results that do
-// not depend on how a small plan splits the work.
+// Beam search: the length penalty and length limit by hand, option errors, beam 1 against greedy
+// decoding (test/support/decode/) token for token, and on a model trained on the reversal task:
+// beam 4 at least as accurate as greedy, n-best lists sorted and scored as documented, and results
+// that do not depend on how a small plan splits the work.
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -12,6 +12,7 @@
 #include "engine/train/synthetic_reverse.h"
 #include "test/decode/decode_test_util.h"
 #include "test/support/catch.h"
+#include "test/support/decode/greedy_decode.h"
 
 namespace {
 
@@ -100,7 +101,7 @@ TEST_CASE("beam 1 reproduces greedy_decode token for token", "[decode]") {
   nmt::BeamSearch search(*model, o);
   int64_t compared = 0, at_limit = 0;
   for (const nmt::Batch& batch : reverse_data().dev_batches(16)) {
-    auto greedy = model->greedy_decode(batch, max_new);
+    auto greedy = nmt::test::greedy_decode(*model, batch, max_new);
     auto beam = search.search(batch);
     REQUIRE(beam.size() == greedy.size());
     for (size_t i = 0; i < greedy.size(); ++i, ++compared) {
@@ -121,7 +122,8 @@ TEST_CASE("trained on reversal: beam 4 beats or ties greedy; n-best lists sorted
   int64_t greedy_exact = 0, beam_exact = 0, sentences = 0;
   for (const nmt::Batch& batch : reverse_data().dev_batches(16)) {
     int64_t longest = *std::max_element(batch.src_lengths.begin(), batch.src_lengths.end());
-    auto greedy = model->greedy_decode(batch, nmt::max_target_tokens(o, longest, *model));
+    auto greedy =
+        nmt::test::greedy_decode(*model, batch, nmt::max_target_tokens(o, longest, *model));
     auto nbest = search.search(batch);
     for (int64_t i = 0; i < batch.sentences; ++i, ++sentences) {
       std::vector<int32_t> source(batch.src.begin() + i * batch.src_len,

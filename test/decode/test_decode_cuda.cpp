@@ -21,6 +21,8 @@
 #include "test/decode/decode_test_util.h"
 #include "test/decode/incremental_test_util.h"
 #include "test/support/catch.h"
+#include "test/support/decode/full_prefix_decoder.h"
+#include "test/support/decode/greedy_decode.h"
 
 namespace {
 
@@ -67,7 +69,7 @@ TEST_CASE("beam 1 on CUDA matches greedy_decode on CUDA", "[decode][cuda]") {
   o.max_len_b = 14;
   nmt::BeamSearch search(*gpu, o);
   for (const nmt::Batch& batch : reverse_data().dev_batches(16)) {
-    auto greedy = gpu->greedy_decode(batch, o.max_len_b);
+    auto greedy = nmt::test::greedy_decode(*gpu, batch, o.max_len_b);
     auto found = search.search(batch);
     REQUIRE(found.size() == greedy.size());
     for (size_t i = 0; i < greedy.size(); ++i) CHECK(found[i].front().tokens == greedy[i]);
@@ -208,8 +210,8 @@ TEST_CASE("beam search on CUDA: the incremental decoder finds what the full-pref
   o.beam = beam;
   const auto& sources = reverse_data().dev_sources();
   auto incremental = nmt::BeamSearch(*gpu, o).search(sources);
-  o.full_prefix = true;
-  auto full = nmt::BeamSearch(*gpu, o).search(sources);
+  auto full = nmt::BeamSearch(*gpu, o, std::make_unique<nmt::test::FullPrefixDecoder>(*gpu))
+                  .search(sources);
   REQUIRE(incremental.size() == full.size());
   for (size_t i = 0; i < full.size(); ++i) {
     CHECK(incremental[i].front().tokens == full[i].front().tokens);

@@ -12,6 +12,7 @@
 #include "test/decode/decode_test_util.h"
 #include "test/decode/incremental_test_util.h"
 #include "test/support/catch.h"
+#include "test/support/decode/full_prefix_decoder.h"
 
 namespace {
 
@@ -89,8 +90,8 @@ TEST_CASE("beam search: the incremental decoder finds what the full-prefix path 
   nmt::BeamOptions o;
   o.beam = beam;
   auto incremental = nmt::BeamSearch(*model, o).search(reverse_data().dev_sources());
-  o.full_prefix = true;
-  auto full = nmt::BeamSearch(*model, o).search(reverse_data().dev_sources());
+  auto full = nmt::BeamSearch(*model, o, std::make_unique<nmt::test::FullPrefixDecoder>(*model))
+                  .search(reverse_data().dev_sources());
   REQUIRE(incremental.size() == full.size());
   for (size_t i = 0; i < full.size(); ++i) {
     REQUIRE(incremental[i].size() == full[i].size());

@@ -1,7 +1,7 @@
 // FullPrefixDecoder: the StepDecoder that re-runs the whole decoder over every hypothesis' prefix
 // at each step (Transformer::decode_last_logits), with the encoder output copied once per
-// hypothesis. O(t) decoder positions at step t: kept as the reference the incremental decoder is
-// checked and timed against (BeamOptions::full_prefix).
+// hypothesis. O(t) decoder positions at step t: the test reference the incremental decoder is
+// checked against (BeamSearch's decoder-taking constructor runs beam search through it).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "engine/model/arena.h"
 #include "engine/model/transformer.h"
 
-namespace nmt {
+namespace nmt::test {
 
 class FullPrefixDecoder final : public StepDecoder {
  public:
@@ -34,4 +34,4 @@ class FullPrefixDecoder final : public StepDecoder {
   std::vector<int32_t> flat_;                   // [rows * prefix length] decode_last_logits input
 };
 
-}  // namespace nmt
+}  // namespace nmt::test

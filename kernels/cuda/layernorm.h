@@ -1,0 +1,19 @@
+// The CUDA layer norm (kernels/layernorm.h dispatches here with the same signatures), enqueued
+// on the current stream (kernels/cuda/stream.h) without synchronising.
+// Dtype contract (docs/cuda.md): T is the call's activation dtype (f32, bf16 or f16, one per call);
+// parameter gradients and saved statistics are f32; reductions accumulate in fp32 or wider.
+#pragma once
+
+#include "kernels/tensor.h"
+
+namespace nmt::cuda {
+
+// x, y: [rows, d] T; gamma, beta: [d] T; mean, rstd: [rows] f32.
+void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                       Tensor& mean, Tensor& rstd, float eps);
+// dy, x, dx: [rows, d] T (dx may alias dy); gamma: [d] T; mean, rstd: [rows] f32;
+// d_gamma, d_beta: [d] f32, accumulated (+=) deterministically.
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& d_gamma, Tensor& d_beta);
+
+}  // namespace nmt::cuda
