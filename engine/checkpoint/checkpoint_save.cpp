@@ -63,8 +63,8 @@ void record_file(nlohmann::json& files, const std::string& name, const Safetenso
   files[name] = {{"bytes", info.bytes}, {"crc32c", crc32c_hex(info.crc32c)}};
 }
 
-// Removes the temporary and superseded directories (and links) of earlier saves that crashed (one writer per
-// checkpoint directory, so no other save can be in progress).
+// Removes the temporary and superseded directories (and links) of earlier saves that crashed (one
+// writer per checkpoint directory, so no other save can be in progress).
 void remove_leftovers(const std::string& dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
