@@ -10,13 +10,16 @@
 #include <stdexcept>
 
 #include "engine/checkpoint/checkpoint_average.h"
+#include "engine/checkpoint/checkpoint_links.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"nmt-average: average the weights of several checkpoints of one model"};
   std::vector<std::string> checkpoints;
   std::string dir, out;
   int64_t last = 0;
-  auto* given = app.add_option("--checkpoints", checkpoints, "checkpoint directories to average");
+  auto* given = app.add_option(
+      "--checkpoints", checkpoints,
+      "checkpoint directories to average (a run's checkpoint.dir: its best, else newest)");
   auto* newest = app.add_option("--last", last, "average the newest N checkpoints of --dir");
   auto* from = app.add_option("--dir", dir, "checkpoint.dir of a run (with --last)");
   app.add_option("--out", out, "new checkpoint directory to write (must not exist)")->required();
@@ -32,6 +35,8 @@ int main(int argc, char** argv) {
     if (checkpoints.empty() && last == 0)
       throw std::invalid_argument("give --checkpoints DIR... or --last N --dir DIR");
     if (last != 0) checkpoints = nmt::latest_checkpoints(dir, last);
+    for (std::string& path : checkpoints)  // a run's checkpoint.dir: its best, else its newest
+      path = nmt::resolve_checkpoint_argument(path, "nmt-average", std::cerr);
     nmt::AveragedCheckpoint result = nmt::average_checkpoints(checkpoints, out);
     std::cerr << "nmt-average: wrote " << result.path << " (step " << result.step << ", "
               << result.tensors << " tensors, the mean of " << checkpoints.size()

@@ -9,13 +9,16 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "engine/checkpoint/checkpoint_links.h"
 #include "engine/checkpoint/marian_export.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"nmt-export: write a checkpoint in a format another toolkit reads"};
   nmt::MarianExportOptions options;
   std::string format;
-  app.add_option("--checkpoint", options.checkpoint, "checkpoint directory (ckpt-<step>)")
+  app.add_option("--checkpoint", options.checkpoint,
+                 "checkpoint directory (ckpt-<step>), or a run's checkpoint.dir: its best "
+                 "checkpoint, else its newest")
       ->required();
   app.add_option("--format", format, "output format: marian (Marian .npz, for CTranslate2)")
       ->required();
@@ -28,6 +31,8 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
+    options.checkpoint =
+        nmt::resolve_checkpoint_argument(options.checkpoint, "nmt-export", std::cerr);
     if (format != "marian")
       throw std::invalid_argument("--format " + format + ": unknown (supported: marian)");
     nmt::MarianExportResult result = nmt::export_marian(options);

@@ -15,6 +15,7 @@
 
 #include "apps/cli_exit.h"
 #include "apps/nmt-score/score.h"
+#include "engine/checkpoint/checkpoint_links.h"
 
 namespace {
 
@@ -44,7 +45,9 @@ int main(int argc, char** argv) {
   CLI::App app{"nmt-score: loss and last-position logits of a checkpoint on sentence pairs"};
   nmt::ScoreOptions options;
   std::string device, out_path;
-  app.add_option("--checkpoint", options.checkpoint, "checkpoint directory (ckpt-<step>)")
+  app.add_option("--checkpoint", options.checkpoint,
+                 "checkpoint directory (ckpt-<step>), or a run's checkpoint.dir: its best "
+                 "checkpoint, else its newest")
       ->required();
   app.add_option("--src", options.source_file, "source sentences, one per line")->required();
   app.add_option("--tgt", options.target_file, "target sentences, one per line")->required();
@@ -59,6 +62,8 @@ int main(int argc, char** argv) {
   if (!device.empty()) options.device = device == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
 
   try {
+    options.checkpoint =
+        nmt::resolve_checkpoint_argument(options.checkpoint, "nmt-score", std::cerr);
     nlohmann::json result = nmt::score_pairs(options);
     write_atomically(out_path, result.dump() + "\n");
     std::cerr << "nmt-score: " << result["sentences"] << " sentences, " << result["tokens"]

@@ -101,7 +101,8 @@ nlohmann::json score_pairs(const ScoreOptions& options) {
     sources = read_id_lines(options.source_file, vocab_size);
     targets = read_id_lines(options.target_file, vocab_size);
   } else {
-    std::string vocab_file = options.vocab.empty() ? ckpt.state.vocab_path : options.vocab;
+    std::string vocab_file =
+        options.vocab.empty() ? checkpoint_vocabulary_file(ckpt) : options.vocab;
     if (vocab_file.empty())
       throw std::invalid_argument("checkpoint " + options.checkpoint +
                                   " records no vocabulary (synthetic data): pass --ids or --vocab");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "apps/cli_exit.h"
+#include "engine/checkpoint/checkpoint_links.h"
 #include "engine/decode/decode_translate.h"
 
 namespace {
@@ -30,7 +31,9 @@ int main(int argc, char** argv) {
   CLI::App app{"nmt-translate: translate stdin to stdout with a checkpoint (beam search)"};
   nmt::TranslateOptions options;
   std::string device;
-  app.add_option("--checkpoint", options.checkpoint, "checkpoint directory (ckpt-<step>)")
+  app.add_option("--checkpoint", options.checkpoint,
+                 "checkpoint directory (ckpt-<step>), or a run's checkpoint.dir: its best "
+                 "checkpoint, else its newest")
       ->required();
   app.add_option("--vocab", options.vocab,
                  "vocabulary file (default: the one recorded in the checkpoint)");
@@ -51,6 +54,8 @@ int main(int argc, char** argv) {
   if (!device.empty()) options.device = device == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
 
   try {
+    options.checkpoint =
+        nmt::resolve_checkpoint_argument(options.checkpoint, "nmt-translate", std::cerr);
     std::ios::sync_with_stdio(false);
     std::vector<std::string> lines = read_lines(std::cin);
     if (std::cin.bad()) throw std::runtime_error("cannot read standard input");

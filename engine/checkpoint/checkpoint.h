@@ -29,15 +29,21 @@ struct CheckpointState {
   uint64_t seed = 0;             // dropout and data order are counter-based on (seed, step)
   double loss_scale = 1.0;       // dynamic loss scaling (1 for fp32/bf16)
   nlohmann::json lr_schedule;    // opaque: e.g. {"lr": 3e-4}; the schedule is a function of step
-  std::string vocab_path;        // "" = none (synthetic data)
+  std::string vocab_path;        // "" = none (synthetic data); the source, as the trainer named it
   std::string vocab_crc32c;      // filled by save_checkpoint from the file at vocab_path
-  nlohmann::json extra;          // anything else the trainer wants back (patience counter...)
+  // The copy of that file inside the checkpoint directory, relative to it ("spm.model"): filled
+  // by save_checkpoint; "" in checkpoints of builds before the copy. checkpoint_vocabulary_file.
+  std::string vocab_file;
+  nlohmann::json extra;  // anything else the trainer wants back (patience counter...)
 };
 
-// Saves params (and the Adam moments, unless both are empty) under `dir`/ckpt-<state.step>:
+// Saves params (and the Adam moments, unless both are empty) under `dir`/ckpt-<state.step>, with a
+// copy of the vocabulary file at state.vocab_path (the checkpoint is self-contained):
 // written into `dir`/.ckpt-<step>.tmp-<pid>, every file and the directory fsynced, renamed, `dir`
-// fsynced. Then, with a metric, best.json is updated when it improves; then all but the newest
-// `keep` checkpoints (0 = keep all), the best one and this one are deleted. Tensors may live on
+// fsynced. Then, with a metric, best.json is updated when it improves; the `last` and `best` links
+// (engine/checkpoint/checkpoint_links.h) are pointed at the new and the best checkpoint (a failure
+// there is a warning); then all but the newest `keep` checkpoints (0 = keep all), the best one and
+// this one are deleted. Tensors may live on
 // either device (copied to the host one at a time). Leftover temporary directories of crashed
 // saves are removed: one writer per checkpoint directory (rank 0).
 // Throws CheckpointError naming the path (unwritable directory, full disk); the checkpoints
@@ -96,6 +102,11 @@ std::vector<std::string> describe_config_changes(const RunConfig& saved, const R
 // Throws CheckpointError when the file at `vocab_path` is not the vocabulary the checkpoint was
 // trained with (its CRC32C differs from state.vocab_crc32c).
 void check_checkpoint_vocabulary(const CheckpointState& state, const std::string& vocab_path);
+
+// The vocabulary file of a loaded checkpoint: its own copy (state.vocab_file, relative to
+// ckpt.path) when it has one, else the path recorded by older builds (relative to where training
+// ran); "" when the checkpoint records none (synthetic data).
+std::string checkpoint_vocabulary_file(const LoadedCheckpoint& ckpt);
 
 // "ckpt-<step>"
 std::string checkpoint_dir_name(int64_t step);

@@ -119,6 +119,14 @@ AveragedCheckpoint average_checkpoints(const std::vector<std::string>& checkpoin
     throw CheckpointError("cannot create " + staged + ": " +
                           (ec ? ec.message() : std::string("it exists")));
   try {
+    // The newest input's vocabulary travels with the average (an input of an older build may only
+    // name a path that is not there from here: the average then names it too).
+    const std::string vocab = checkpoint_vocabulary_file(states[newest]);
+    if (state["vocab"].is_object() && !vocab.empty() && fs::exists(vocab)) {
+      CopiedVocabulary copy = copy_vocabulary_into(vocab, staged);
+      state["vocab"]["file"] = copy.file;
+      state["vocab"]["crc32c"] = copy.crc32c;
+    }
     SafetensorsFileInfo info = write_safetensors(staged + "/" + kModelFile, tensors, metadata);
     state["files"] = {{kModelFile, {{"bytes", info.bytes}, {"crc32c", crc32c_hex(info.crc32c)}}}};
     std::string text = state.dump(2) + "\n";

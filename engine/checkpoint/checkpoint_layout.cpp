@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
+#include "data/crc32c.h"
 #include "kernels/elementwise.h"
 
 namespace nmt::checkpoint_layout {
@@ -80,9 +82,10 @@ nlohmann::json state_to_json(const CheckpointState& state, const RunConfig& cfg,
   j["seed"] = state.seed;
   j["loss_scale"] = state.loss_scale;
   j["lr_schedule"] = state.lr_schedule;
-  j["vocab"] = state.vocab_path.empty()
-                   ? nlohmann::json(nullptr)
-                   : nlohmann::json{{"path", state.vocab_path}, {"crc32c", state.vocab_crc32c}};
+  j["vocab"] = state.vocab_path.empty() ? nlohmann::json(nullptr)
+                                        : nlohmann::json{{"file", state.vocab_file},
+                                                         {"path", state.vocab_path},
+                                                         {"crc32c", state.vocab_crc32c}};
   j["metric"] = metric ? metric_to_json(*metric) : nlohmann::json(nullptr);
   j["extra"] = state.extra;
   j["config"] = to_json(cfg);
@@ -115,6 +118,10 @@ LoadedCheckpoint state_from_json(const nlohmann::json& j, const std::string& ori
   if (j.contains("vocab") && j["vocab"].is_object()) {
     s.vocab_path = j["vocab"].value("path", std::string());
     s.vocab_crc32c = j["vocab"].value("crc32c", std::string());
+    s.vocab_file = j["vocab"].value("file", std::string());
+    if (s.vocab_file.find('/') != std::string::npos || s.vocab_file == "..")
+      throw CheckpointError(origin + ": vocab.file \"" + s.vocab_file +
+                            "\" is not a file name inside the checkpoint");
   }
   s.extra = j.value("extra", nlohmann::json());
   if (j.contains("metric") && !j["metric"].is_null())
@@ -141,6 +148,22 @@ void copy_from_host(const std::vector<float>& host, const Tensor& flat) {
   Tensor src(const_cast<float*>(host.data()), DType::f32, Device::cpu, {flat.numel()});
   Tensor dst = flat.reshaped({flat.numel()});
   copy_tensor(src, dst);
+}
+
+CopiedVocabulary copy_vocabulary_into(const std::string& source, const std::string& dir) {
+  std::string name = std::filesystem::path(source).filename().string();
+  if (name.empty() || name == kModelFile || name == kOptimizerFile || name == kStateFile)
+    name = "vocab-" + name;
+  std::string bytes;
+  try {
+    bytes = read_text_file(source);
+  } catch (const CheckpointError& e) {
+    throw CheckpointError(std::string("checkpoint vocabulary: ") + e.what());
+  }
+  DurableFile copy(dir + "/" + name);
+  copy.write(bytes.data(), bytes.size());
+  copy.sync_and_close();
+  return {name, crc32c_hex(copy.crc32c())};
 }
 
 std::optional<int64_t> step_of_checkpoint_name(const std::string& name) {

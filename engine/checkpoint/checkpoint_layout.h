@@ -47,6 +47,15 @@ CheckpointMetric metric_from_json(const nlohmann::json& json, const std::string&
 std::vector<float> copy_to_host(const Tensor& flat);  // flat: [n] f32
 void copy_from_host(const std::vector<float>& host, const Tensor& flat);
 
+// Copies the vocabulary file `source` into the directory `dir` (a staged checkpoint) under its own
+// file name ("vocab-" + it when that is a checkpoint file's name), fsynced. Returns that name and
+// the copy's CRC32C (hex). Throws CheckpointError naming the file.
+struct CopiedVocabulary {
+  std::string file;
+  std::string crc32c;
+};
+CopiedVocabulary copy_vocabulary_into(const std::string& source, const std::string& dir);
+
 // 12 for "ckpt-12"; nullopt for anything else (temporary directories included).
 std::optional<int64_t> step_of_checkpoint_name(const std::string& name);
 

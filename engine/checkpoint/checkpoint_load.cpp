@@ -208,6 +208,24 @@ void validate_checkpoint(const std::string& path) {
   if (!state["files"].contains(kModelFile))
     throw CheckpointError(path + "/" + kStateFile + " lists no " + kModelFile);
   for (auto& [name, record] : state["files"].items()) open_verified(path, name, state["files"]);
+  if (!info.state.vocab_file.empty()) {
+    info.path = path;
+    const std::string vocab = checkpoint_vocabulary_file(info);
+    std::string crc;
+    try {
+      crc = crc32c_hex(crc32c_of_file(vocab));
+    } catch (const std::runtime_error& e) {
+      throw CheckpointError("checkpoint vocabulary: " + std::string(e.what()));
+    }
+    if (crc != info.state.vocab_crc32c)
+      throw CheckpointError(vocab + " is corrupt: its crc32c is " + crc + ", " + kStateFile +
+                            " records " + info.state.vocab_crc32c);
+  }
+}
+
+std::string checkpoint_vocabulary_file(const LoadedCheckpoint& ckpt) {
+  if (!ckpt.state.vocab_file.empty()) return ckpt.path + "/" + ckpt.state.vocab_file;
+  return ckpt.state.vocab_path;
 }
 
 std::optional<std::string> find_latest_checkpoint(const std::string& dir, std::ostream& warnings) {

@@ -13,6 +13,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/checkpoint_finite.h"
 #include "engine/checkpoint/checkpoint_layout.h"
+#include "engine/checkpoint/checkpoint_links.h"
 #include "engine/checkpoint/safetensors.h"
 
 namespace nmt {
@@ -62,15 +63,16 @@ void record_file(nlohmann::json& files, const std::string& name, const Safetenso
   files[name] = {{"bytes", info.bytes}, {"crc32c", crc32c_hex(info.crc32c)}};
 }
 
-// Removes the temporary and superseded directories of earlier saves that crashed (one writer per
-// checkpoint directory, so no other save can be in progress).
+// Removes the temporary and superseded directories (and links) of earlier saves that crashed (one
+// writer per checkpoint directory, so no other save can be in progress).
 void remove_leftovers(const std::string& dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
     bool leftover = name.starts_with(".ckpt-") && (name.find(".tmp-") != std::string::npos ||
                                                    name.find(".old-") != std::string::npos);
-    if (leftover && e.is_directory(ec)) fs::remove_all(e.path(), ec);
+    // A directory, or a link of checkpoint_links.h (which may dangle): remove_all drops the link.
+    if (leftover && (e.is_directory(ec) || e.is_symlink(ec))) fs::remove_all(e.path(), ec);
   }
 }
 
@@ -150,11 +152,11 @@ SavedCheckpoint save_checkpoint(const std::string& dir, const ParamStore& params
   try {
     CheckpointState saved = state;
     if (!saved.vocab_path.empty()) {
-      try {
-        saved.vocab_crc32c = crc32c_hex(crc32c_of_file(saved.vocab_path));
-      } catch (const std::runtime_error& e) {
-        throw CheckpointError(std::string("checkpoint vocabulary: ") + e.what());
-      }
+      CopiedVocabulary copy = copy_vocabulary_into(saved.vocab_path, staged);
+      saved.vocab_file = copy.file;
+      saved.vocab_crc32c = copy.crc32c;
+      result.files[copy.file] = fs::file_size(staged + "/" + copy.file);
+      result.bytes += result.files[copy.file];
     }
     nlohmann::json files = nlohmann::json::object();
     std::map<std::string, std::string> model_meta = {
@@ -216,6 +218,11 @@ SavedCheckpoint save_checkpoint(const std::string& dir, const ParamStore& params
     write_file_atomically(dir + "/" + kBestFile, record.dump(2) + "\n");
     result.is_best = true;
   }
+  std::string link_problem =
+      update_checkpoint_link(dir, kLastLink, checkpoint_dir_name(state.step));
+  if (link_problem.empty() && best && fs::is_directory(best->path))
+    link_problem = update_checkpoint_link(dir, kBestLink, checkpoint_dir_name(best->step));
+  if (!link_problem.empty()) result.warnings.push_back(link_problem);
   prune(dir, keep, state.step, best, result);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

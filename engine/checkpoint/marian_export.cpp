@@ -150,14 +150,15 @@ std::string marian_model_yml(const ModelConfig& m, int64_t vocab) {
 
 std::string vocabulary_file(const MarianExportOptions& o, const LoadedCheckpoint& ck) {
   if (!o.vocab.empty()) return o.vocab;
-  if (ck.state.vocab_path.empty())
+  const std::string file = checkpoint_vocabulary_file(ck);
+  if (file.empty())
     throw std::invalid_argument(
         "checkpoint " + o.checkpoint +
         " records no vocabulary (trained on synthetic data?): pass --vocab");
-  if (!fs::exists(ck.state.vocab_path))
-    throw std::invalid_argument("vocabulary " + ck.state.vocab_path + " (recorded in " +
-                                o.checkpoint + "/state.json) does not exist: pass --vocab PATH");
-  return ck.state.vocab_path;
+  if (!fs::exists(file))
+    throw std::invalid_argument("vocabulary " + file + " (recorded in " + o.checkpoint +
+                                "/state.json) does not exist: pass --vocab PATH");
+  return file;
 }
 
 void write_text(const std::string& path, const std::string& text) {

@@ -167,6 +167,43 @@ void validate_run_config(const RunConfig& cfg, std::string_view origin) {
   }
 }
 
+std::optional<double> parse_max_time(std::string_view text) {
+  // Digits only, then the parts: [D-]H:MM:SS, M:SS or S; minutes and seconds below 60 after the
+  // first part.
+  auto number = [](std::string_view digits) -> std::optional<int64_t> {
+    if (digits.empty() || digits.size() > 9) return std::nullopt;
+    int64_t value = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return std::nullopt;
+      value = value * 10 + (c - '0');
+    }
+    return value;
+  };
+  int64_t days = 0;
+  if (const size_t dash = text.find('-'); dash != std::string_view::npos) {
+    std::optional<int64_t> d = number(text.substr(0, dash));
+    if (!d) return std::nullopt;
+    days = *d;
+    text.remove_prefix(dash + 1);
+    if (std::count(text.begin(), text.end(), ':') != 2) return std::nullopt;
+  }
+  std::vector<int64_t> parts;
+  for (size_t start = 0;;) {
+    const size_t colon = text.find(':', start);
+    std::optional<int64_t> part = number(text.substr(start, colon - start));
+    if (!part || (!parts.empty() && *part >= 60)) return std::nullopt;
+    parts.push_back(*part);
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() > 3) return std::nullopt;
+  int64_t seconds = 0;
+  for (int64_t part : parts) seconds = seconds * 60 + part;  // H:MM:SS, M:SS or S
+  seconds += days * 86400;
+  if (seconds <= 0) return std::nullopt;
+  return static_cast<double>(seconds);
+}
+
 json to_json(const RunConfig& cfg) {
   json root = json::object();
   for (const ConfigKey& key : config_keys()) root[key.section][key.name] = key.get(cfg);

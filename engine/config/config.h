@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -79,7 +80,9 @@ struct TrainConfig {
   int64_t bucket_window = 100;
   int64_t update_freq = 1;
   int64_t seed = 1;
-  Device device = Device::cuda;
+  // nullopt is `auto`: cuda when a GPU is visible, else cpu (engine/train/train_device.h resolves
+  // it before a run, and the run's config, checkpoints included, records what it resolved to).
+  std::optional<Device> device;
   DType precision = DType::bf16;  // f32, bf16 or f16 only
   double label_smoothing = 0.1;
   double clip_norm = 0.0;            // 0 = off
@@ -87,6 +90,7 @@ struct TrainConfig {
   double loss_scale = 32768;         // fp16 only: the initial dynamic loss scale
   int64_t loss_scale_window = 1000;  // fp16 only: clean steps before the scale doubles
   int64_t max_bad_steps = 20;        // consecutive non-finite steps that stop the run; 0 = never
+  std::string max_time;  // wall-clock limit: "" = none, "5400" s, "1:30:00", "2-00:00:00"
 };
 
 struct OptimizerConfig {
@@ -171,6 +175,10 @@ nlohmann::json to_json(const RunConfig& cfg);
 // The same, as indented JSON text in schema order (sections and keys as documented): for
 // --print-config and for humans.
 std::string format_run_config(const RunConfig& cfg);
+
+// train.max_time in seconds: "" is 0 (no limit); "5400" (seconds), "1:30:00" (H:MM:SS) or
+// "2-00:00:00" (D-HH:MM:SS, the forms of SLURM's --time). nullopt when malformed or 0.
+std::optional<double> parse_max_time(std::string_view text);
 
 // docs/config.md, generated from the schema.
 std::string config_reference_markdown();

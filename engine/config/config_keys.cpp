@@ -30,6 +30,7 @@ const EnumNames<LrPolicy> kLrPolicyNames = {{"transformer_policy", LrPolicy::tra
                                             {"inverse_sqrt", LrPolicy::inverse_sqrt},
                                             {"constant", LrPolicy::constant}};
 const EnumNames<Device> kDeviceNames = {{"cpu", Device::cpu}, {"cuda", Device::cuda}};
+constexpr std::string_view kAutoDevice = "auto";  // train.device unset: what the machine has
 // DType also has i32, which is no compute or all-reduce precision: it has no spelling here.
 const EnumNames<DType> kFloatDTypeNames = {
     {"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}};
@@ -104,6 +105,28 @@ ConfigKey key(std::string_view path, Section RunConfig::*section, Enum Section::
   result.set = [section, field, &names](RunConfig& cfg, const nlohmann::json& value) {
     for (const auto& [name, entry] : names) {
       if (name == value.get<std::string>()) cfg.*section.*field = entry;
+    }
+  };
+  return result;
+}
+
+// train.device: `auto` (an empty optional) or one of the devices.
+ConfigKey device_key(std::string doc) {
+  ConfigKey result;
+  result.section = "train";
+  result.name = "device";
+  result.type = KeyType::choice;
+  result.doc = std::move(doc);
+  result.choices.emplace_back(kAutoDevice);
+  for (const auto& entry : kDeviceNames) result.choices.push_back(entry.first);
+  result.get = [](const RunConfig& cfg) {
+    const std::optional<Device>& device = cfg.train.device;
+    return nlohmann::json(std::string(device ? name_of(kDeviceNames, *device) : kAutoDevice));
+  };
+  result.set = [](RunConfig& cfg, const nlohmann::json& value) {
+    cfg.train.device.reset();
+    for (const auto& [name, entry] : kDeviceNames) {
+      if (name == value.get<std::string>()) cfg.train.device = entry;
     }
   };
   return result;
@@ -210,11 +233,12 @@ std::vector<ConfigKey> build_keys() {
           "Micro-batches accumulated per optimizer update (OpenSeq2Seq: iter_size)."),
       key("train.seed", kTrain, &T::seed, closed(0, 4294967295.0),
           "Seed of everything random: initialisation, dropout masks, batch order, synthetic data."),
-      key("train.device", kTrain, &T::device, kDeviceNames,
-          "Compute device: cpu (the fp32 reference backend) or cuda."),
+      device_key("Compute device: auto (cuda when a GPU is visible, else cpu; start-up says "
+                 "which), cpu (the fp32 reference backend) or cuda (an error without a GPU)."),
       key("train.precision", kTrain, &T::precision, kFloatDTypeNames,
           "Compute dtype; master weights and optimizer state stay fp32, fp16 adds dynamic loss "
-          "scaling (OpenSeq2Seq: dtype, \"mixed\" = fp16)."),
+          "scaling (OpenSeq2Seq: dtype, \"mixed\" = fp16). The cpu device computes in fp32: there "
+          "bf16 and fp16 fall back to fp32, with a note at start-up."),
       key("train.loss_scale", kTrain, &T::loss_scale, closed(1, 16777216),
           "fp16 only: the initial dynamic loss scale; it halves (and the step is skipped) on an "
           "inf/NaN gradient and doubles after train.loss_scale_window clean steps."),
@@ -223,6 +247,10 @@ std::vector<ConfigKey> build_keys() {
       key("train.max_bad_steps", kTrain, &T::max_bad_steps, closed(0, 1e9),
           "Stop with an error after this many consecutive steps with a non-finite loss or "
           "gradient norm (skipped steps: a diverged run); 0 = never stop."),
+      key("train.max_time", kTrain, &T::max_time,
+          "Wall-clock limit of the run from process start: seconds (\"5400\"), \"H:MM:SS\" or "
+          "\"D-HH:MM:SS\" (SLURM's --time forms); before it, the run saves a checkpoint and stops "
+          "(exit 0, continue with --resume), leaving time for the save; \"\" = no limit."),
       key("train.label_smoothing", kTrain, &T::label_smoothing, unit_interval_open(),
           "Label smoothing of the cross-entropy loss (OpenSeq2Seq: loss_params.label_smoothing)."),
       key("train.clip_norm", kTrain, &T::clip_norm, at_least(0),
@@ -293,7 +321,8 @@ std::vector<ConfigKey> build_keys() {
       key("dist.bucket_mb", kDist, &P::bucket_mb, above_to(0, 16384),
           "Gradient bucket size in MiB: each bucket is all-reduced as soon as backward fills it."),
       key("dist.allreduce_dtype", kDist, &P::allreduce_dtype, kFloatDTypeNames,
-          "Dtype gradients travel in during the all-reduce; bf16 and fp16 halve the traffic."),
+          "Dtype gradients travel in during the all-reduce; bf16 and fp16 halve the traffic (cpu: "
+          "always fp32, with a note)."),
       key("dist.checksum_every", kDist, &P::checksum_every, closed(0, 1e12),
           "Every N updates the ranks compare a checksum of their weights and stop if they "
           "differ; 0 = never."),

@@ -89,21 +89,13 @@ std::vector<CrossKeyRule> build_rules() {
                "data.max_tgt_len + 1) = " +
                str(needed);
       });
-  rule(
-      "train.device = cpu computes and all-reduces in fp32: train.precision and "
-      "dist.allreduce_dtype are fp32.",
-      [](const RunConfig& c) {
-        if (c.train.device != Device::cpu) return std::string();
-        if (c.train.precision != DType::f32) {
-          return "train.precision = " + std::string(config_name(c.train.precision)) +
-                 " needs train.device = cuda (the cpu backend computes in fp32)";
-        }
-        if (c.dist.allreduce_dtype != DType::f32) {
-          return "dist.allreduce_dtype = " + std::string(config_name(c.dist.allreduce_dtype)) +
-                 " needs train.device = cuda (the cpu backend all-reduces in fp32)";
-        }
-        return std::string();
-      });
+  rule("train.max_time is \"\", whole seconds, H:MM:SS or D-HH:MM:SS, and not 0.",
+       [](const RunConfig& c) {
+         if (c.train.max_time.empty() || parse_max_time(c.train.max_time)) return std::string();
+         return "train.max_time = \"" + c.train.max_time +
+                "\" is not a time limit: expected seconds (\"5400\"), \"H:MM:SS\" (\"1:30:00\") "
+                "or \"D-HH:MM:SS\" (\"2-00:00:00\"), or \"\" for none";
+       });
   rule("lr_schedule.policy transformer_policy and inverse_sqrt need lr_schedule.warmup_steps >= 1.",
        [](const RunConfig& c) {
          if (c.lr_schedule.policy == LrPolicy::constant || c.lr_schedule.warmup_steps >= 1) {

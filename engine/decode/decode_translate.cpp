@@ -30,15 +30,15 @@ double seconds_since(Clock::time_point start) {
 
 std::string vocabulary_path(const TranslateOptions& options, const LoadedCheckpoint& ckpt) {
   if (!options.vocab.empty()) return options.vocab;
-  if (ckpt.state.vocab_path.empty())
+  const std::string file = checkpoint_vocabulary_file(ckpt);
+  if (file.empty())
     throw std::invalid_argument(
         "checkpoint " + options.checkpoint +
         " records no vocabulary (trained on synthetic data?): pass --vocab");
-  if (!std::filesystem::exists(ckpt.state.vocab_path))
-    throw std::invalid_argument("vocabulary " + ckpt.state.vocab_path + " (recorded in " +
-                                options.checkpoint +
+  if (!std::filesystem::exists(file))
+    throw std::invalid_argument("vocabulary " + file + " (recorded in " + options.checkpoint +
                                 "/state.json) does not exist: pass --vocab PATH");
-  return ckpt.state.vocab_path;
+  return file;
 }
 
 struct EncodedLines {

@@ -21,7 +21,6 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/checkpoint_dir_lock.h"
 #include "engine/checkpoint/checkpoint_finite.h"
-#include "engine/model/cuda_device_check.h"
 #include "engine/model/flop_count.h"
 #include "engine/model/transformer.h"
 #include "engine/report/dataset_stats.h"
@@ -35,6 +34,8 @@
 #include "engine/train/optimizer.h"
 #include "engine/train/prepared_dir.h"
 #include "engine/train/run_telemetry.h"
+#include "engine/train/time_budget.h"
+#include "engine/train/train_device.h"
 #include "engine/train/training_data.h"
 #include "kernels/elementwise.h"
 
@@ -131,13 +132,16 @@ struct LoopState {
 
 class TrainingRun {
  public:
+  // `device_lines` (resolve_train_device's) open the start-up output.
   TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOptions& options,
-              DataParallel& dp);
+              DataParallel& dp, const std::vector<std::string>& device_lines);
   TrainSummary run();
 
  private:
   void resume_from_checkpoint();
   void train_step(int64_t step, StepPhaseTimer& timer);
+  bool time_is_up(int64_t step) const;
+  bool eval_due(int64_t step) const;
   void log_line(int64_t step, bool reset_interval);
   CheckpointMetric evaluate(int64_t step);
   void save(std::optional<CheckpointMetric> metric);
@@ -148,6 +152,7 @@ class TrainingRun {
   std::ostream& out_;
   TrainOptions options_;
   DataParallel& dp_;
+  const Device device_;                        // train.device as resolved (resolve_train_device)
   std::optional<CheckpointDirLock> dir_lock_;  // held by rank 0 for the whole run
   Clock::time_point start_ = Clock::now(), loop_start_;
   uint64_t seed_;
@@ -163,23 +168,28 @@ class TrainingRun {
   std::unique_ptr<RunTelemetry> telemetry_;  // per-rank and per-node records for the run card
   std::string vocab_path_, resumed_from_;
   LoopState state_;
-  int stop_signal_ = 0;    // the stop signal as of the last step, agreed by every rank
-  int64_t bad_steps_ = 0;  // consecutive steps with a non-finite loss or gradient norm
+  int stop_signal_ = 0;          // the stop signal as of the last step, agreed by every rank
+  double max_time_seconds_ = 0;  // train.max_time; 0 = no limit
+  bool time_up_ = false;         // train.max_time reached as of the last step, agreed by every rank
+  TimeSpent spent_;              // steps, evaluations and saves of this process (ETA, max_time)
+  int64_t bad_steps_ = 0;        // consecutive steps with a non-finite loss or gradient norm
   RunReport report_;
   TrainSummary summary_;
 };
 
 TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOptions& options,
-                         DataParallel& dp)
+                         DataParallel& dp, const std::vector<std::string>& device_lines)
     : cfg_(cfg),
       out_(out),
       options_(options),
       dp_(dp),
+      device_(cfg.train.device.value()),
       seed_(static_cast<uint64_t>(cfg.train.seed)),
       dropout_seed_(seed_ ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(dp.rank()))),
       label_smoothing_(static_cast<float>(cfg.train.label_smoothing)),
       loss_scaler_(cfg.train.precision, cfg.train.loss_scale, cfg.train.loss_scale_window) {
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
+  max_time_seconds_ = parse_max_time(cfg.train.max_time).value_or(0.0);
   if (cfg.eval.beam > 1)
     out << "note: eval.beam = " << cfg.eval.beam
         << ": evaluation during training decodes greedily for now (nmt-translate runs beam "
@@ -212,18 +222,19 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
                             ": pass --resume to continue that run, or choose another "
                             "checkpoint.dir");
 
+  for (const std::string& line : device_lines) out << line << "\n";
   data_ = make_training_data(cfg, dp.world_size(), dp.rank());
   vocab_path_ = vocabulary_path(cfg);
   report_.dataset = read_dataset_stats(cfg.data);
-  report_.peak = device_peak_for_training(cfg.train.device, cfg.train.precision);
+  report_.peak = device_peak_for_training(device_, cfg.train.precision);
   int64_t max_len = data_->max_padded_len();
   int64_t max_rows = planned_rows(cfg.train.batch_tokens, max_len);
   ModelShape shape = model_shape_from(cfg.model, data_->vocab_size(), cfg.train.precision);
-  model_ = std::make_unique<Transformer>(shape, cfg.train.device, max_rows, max_len);
+  model_ = std::make_unique<Transformer>(shape, device_, max_rows, max_len);
   model_->params().initialize(seed_, cfg.model.init);
   if (!options.init_from.empty())
     init_from_checkpoint(options.init_from, model_->params(), cfg, vocab_path_, out);
-  optimizer_ = std::make_unique<Optimizer>(model_->params(), cfg.optimizer, cfg.train.device);
+  optimizer_ = std::make_unique<Optimizer>(model_->params(), cfg.optimizer, device_);
   out << "data: " << data_->describe() << "\n"
       << "model: " << model_->params().total_elements() << " parameters (init "
       << config_name(cfg.model.init) << "), arena " << model_->arena_bytes() / (1 << 20) << " MiB, "
@@ -289,13 +300,16 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   // A stop signal read here is agreed on by every rank through the same sum: mpirun may deliver it
   // to some ranks only, or to each at a different step, and all must stop after the same step.
   int stop = options_.stop_signal ? options_.stop_signal->load() : 0;
+  bool time_up = time_is_up(step);  // so is train.max_time's: the ranks' clocks differ a little
   if (dp_.world_size() > 1) {
-    std::vector<double> sums = dp_.sum(
-        {loss, correct, local_tokens, stop == SIGTERM ? 1.0 : 0.0, stop == SIGINT ? 1.0 : 0.0});
+    std::vector<double> sums = dp_.sum({loss, correct, local_tokens, stop == SIGTERM ? 1.0 : 0.0,
+                                        stop == SIGINT ? 1.0 : 0.0, time_up ? 1.0 : 0.0});
     loss = sums[0], correct = sums[1], local_tokens = sums[2];
     stop = sums[4] > 0 ? SIGINT : (sums[3] > 0 ? SIGTERM : stop);
+    time_up = sums[5] > 0;
   }
   stop_signal_ = stop;
+  time_up_ = time_up;
   state_.interval.loss += loss;
   state_.interval.correct += correct;
   double lr = learning_rate_at(cfg_.lr_schedule, model_->shape().d_model, step);
@@ -321,6 +335,8 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   if (st.skipped) ++state_.interval.skipped;
   state_.interval.add_timing(times, local_tokens);
   ++report_.steps;
+  spent_.step_seconds += times.step_seconds;
+  ++spent_.steps;
   report_.train_seconds += times.step_seconds;
   report_.forward_backward_seconds += times.forward_backward_seconds;
   report_.optimizer_seconds += times.optimizer_seconds;
@@ -331,12 +347,41 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   report_.target_tokens += local_tokens;
 }
 
+bool TrainingRun::eval_due(int64_t step) const {
+  const int64_t every = cfg_.eval.every_steps, last = cfg_.train.max_steps;
+  return every > 0 && step <= last && (step % every == 0 || step == last) && data_->dev_pairs() > 0;
+}
+
+// train.max_time: after this step, would its evaluation, one more step with its evaluation and a
+// save still end before the limit? An evaluation not timed yet counts as nothing (its first run is
+// unknown); before the first save, the checkpoint's size at 100 MB/s stands in for its duration.
+bool TrainingRun::time_is_up(int64_t step) const {
+  if (max_time_seconds_ <= 0) return false;
+  double mean_step = spent_.steps > 0 ? spent_.step_seconds / static_cast<double>(spent_.steps)
+                                      : seconds_since(loop_start_);
+  double mean_eval =
+      spent_.evals > 0 ? spent_.eval_seconds / static_cast<double>(spent_.evals) : 0.0;
+  double evals = (eval_due(step) ? 1.0 : 0.0) + (eval_due(step + 1) ? 1.0 : 0.0);
+  double checkpoint_bytes = 12.0 * static_cast<double>(model_->params().total_elements());
+  double save = cfg_.checkpoint.dir.empty() || !dp_.is_root()
+                    ? 0.0
+                    : expected_save_seconds(spent_, checkpoint_bytes / 100e6);
+  return must_stop_for_time(seconds_since(start_), max_time_seconds_, mean_step + evals * mean_eval,
+                            save);
+}
+
 // Prints the interval's line. A line between regular boundaries (the last step, a stop) keeps the
 // sums: the checkpoint saves them, and the resumed run's next regular line covers the full
 // interval as the uninterrupted run's does.
 void TrainingRun::log_line(int64_t step, bool reset_interval) {
-  double per_step = seconds_since(loop_start_) / static_cast<double>(report_.steps);
-  double eta = per_step * static_cast<double>(cfg_.train.max_steps - step);
+  // What is left after this step, including this step's own evaluation and save (still to come).
+  const int64_t last = cfg_.train.max_steps;
+  WorkLeft left{last - step, 0, 0};
+  if (cfg_.eval.every_steps > 0 && data_->dev_pairs() > 0)
+    left.evals = events_due(step - 1, last, cfg_.eval.every_steps, true);
+  if (!cfg_.checkpoint.dir.empty() && dp_.is_root())
+    left.saves = events_due(step - 1, last, cfg_.checkpoint.every_steps, true);
+  double eta = eta_seconds(spent_, left);
   double lr = learning_rate_at(cfg_.lr_schedule, model_->shape().d_model, step);
   TrainRecord record = make_train_record(step, data_->epoch(), lr, eta, state_.interval);
   record.loss_scale = loss_scaler_.scale();
@@ -350,7 +395,10 @@ void TrainingRun::log_line(int64_t step, bool reset_interval) {
 CheckpointMetric TrainingRun::evaluate(int64_t step) {
   auto t0 = Clock::now();
   summary_.last_eval = evaluate_dev(*model_, *data_, label_smoothing_, eval_options_from(cfg_));
-  reporter_->log_eval(step, summary_.last_eval, seconds_since(t0));
+  const double seconds = seconds_since(t0);
+  spent_.eval_seconds += seconds;
+  ++spent_.evals;
+  reporter_->log_eval(step, summary_.last_eval, seconds);
   report_.dev_lines = RunReport::DevLines{
       summary_.last_eval.sentences, summary_.last_eval.lines_in_file, summary_.last_eval.truncated};
   CheckpointMetric metric = eval_metric(summary_.last_eval);
@@ -396,6 +444,9 @@ void TrainingRun::save(std::optional<CheckpointMetric> metric) {
   }
   ++report_.checkpoints;
   report_.checkpoint_seconds += saved.seconds;
+  spent_.save_seconds += saved.seconds;
+  spent_.last_save_seconds = saved.seconds;
+  ++spent_.saves;
   report_.last_checkpoint = saved.path;
   report_.last_checkpoint_bytes = saved.bytes;
   summary_.last_checkpoint = saved.path;
@@ -409,23 +460,28 @@ TrainSummary TrainingRun::run() {
                         {"step", first_step},
                         {"checkpoint", null_if_empty(resumed_from_)},
                         {"parameters", model_->params().total_elements()},
-                        {"device", std::string(config_name(cfg_.train.device))}});
+                        {"device", std::string(config_name(device_))}});
   if (first_step >= cfg_.train.max_steps)
     reporter_->log_message("nothing to train: step " + std::to_string(first_step) +
                            " already reaches train.max_steps " +
                            std::to_string(cfg_.train.max_steps));
   const std::string& ckpt_dir = cfg_.checkpoint.dir;
-  StepPhaseTimer timer(cfg_.train.device);
+  StepPhaseTimer timer(device_);
   std::string stop_reason = "max_steps";
   GpuMonitor gpu_monitor;  // its destructor stops the sampling thread if the loop throws
-  if (cfg_.train.device == Device::cuda) gpu_monitor.start();
-  telemetry_ = std::make_unique<RunTelemetry>(
-      dp_, cfg_.train.device == Device::cuda ? &gpu_monitor : nullptr);
-  reporter_->log_record(
-      telemetry_->cluster_record(first_step, cfg_.train.device, cfg_.dist.probe_mb));
+  if (device_ == Device::cuda) gpu_monitor.start();
+  telemetry_ =
+      std::make_unique<RunTelemetry>(dp_, device_ == Device::cuda ? &gpu_monitor : nullptr);
+  reporter_->log_record(telemetry_->cluster_record(first_step, device_, cfg_.dist.probe_mb));
   loop_start_ = Clock::now();
   for (int64_t step = first_step + 1; step <= cfg_.train.max_steps; ++step) {
     train_step(step, timer);
+    if (step == first_step + 1 && !(step % cfg_.log.every_steps == 0)) {
+      char line[120];
+      std::snprintf(line, sizeof line, "first step done in %.2f s (%.1f s since start)",
+                    report_.train_seconds, seconds_since(start_));
+      reporter_->log_message(line);
+    }
     if (cfg_.train.max_bad_steps > 0 && bad_steps_ >= cfg_.train.max_bad_steps)
       throw std::runtime_error(
           "training diverged: steps " + std::to_string(step - bad_steps_ + 1) + " to " +
@@ -436,14 +492,14 @@ TrainSummary TrainingRun::run() {
           last_good_checkpoint() + " (resume from it with a lower learning rate)");
     int stop_signal = stop_signal_;
     bool regular_log = step % cfg_.log.every_steps == 0;
-    bool last = step == cfg_.train.max_steps || stop_signal != 0;
+    bool last = step == cfg_.train.max_steps || stop_signal != 0 || time_up_;
     if (regular_log || last) log_line(step, regular_log);
     std::optional<CheckpointMetric> metric;  // only for the weights it measured (this step's)
     // A stop signal skips evaluation: decoding the dev set could outlast the grace period a
     // scheduler gives between SIGTERM and SIGKILL, and the checkpoint matters more.
-    bool eval_now = cfg_.eval.every_steps > 0 && stop_signal == 0 &&
-                    (step % cfg_.eval.every_steps == 0 || step == cfg_.train.max_steps);
-    if (eval_now && data_->dev_pairs() > 0) {
+    // So does train.max_time: the save must fit before the limit.
+    bool eval_now = stop_signal == 0 && !time_up_ && eval_due(step);
+    if (eval_now) {
       metric = evaluate(step);
       if (cfg_.eval.early_stop_patience > 0 &&
           state_.evals_since_best >= cfg_.eval.early_stop_patience) {
@@ -459,11 +515,14 @@ TrainSummary TrainingRun::run() {
       if (stop_signal != 0 && step < cfg_.train.max_steps) {
         summary_.stop_signal = stop_signal;
         stop_reason = signal_name(stop_signal);
+      } else if (time_up_ && step < cfg_.train.max_steps) {
+        summary_.time_limit_reached = true;
+        stop_reason = "max_time";
       }
       break;
     }
   }
-  if (cfg_.train.device == Device::cuda) report_.gpu_usage = gpu_monitor.stop();
+  if (device_ == Device::cuda) report_.gpu_usage = gpu_monitor.stop();
   report_.ranks = telemetry_->ranks_summary(report_);
   finish(stop_reason);
   return summary_;
@@ -479,6 +538,16 @@ void TrainingRun::finish(const std::string& stop_reason) {
         (summary_.last_checkpoint.empty()
              ? " (no checkpoint.dir: nothing saved)"
              : ": saved " + summary_.last_checkpoint + "; continue with --resume"));
+  if (summary_.time_limit_reached) {
+    char when[64];
+    std::snprintf(when, sizeof when, "%.1f s after start", summary_.wall_seconds);
+    reporter_->log_message(
+        "stopped by train.max_time " + cfg_.train.max_time + " after step " +
+        std::to_string(state_.step) + ", " + when +
+        (summary_.last_checkpoint.empty()
+             ? " (no checkpoint.dir: nothing saved)"
+             : ": saved " + summary_.last_checkpoint + "; continue with --resume"));
+  }
   if (summary_.early_stopped)
     reporter_->log_message("early stop: no better " + state_.best->metric.name + " in " +
                            std::to_string(state_.evals_since_best) + " evaluations since step " +
@@ -491,7 +560,7 @@ void TrainingRun::finish(const std::string& stop_reason) {
   report_.stop_reason = stop_reason;
   report_.wall_seconds = summary_.wall_seconds;
   report_.parameters = model_->params().total_elements();
-  report_.device = cfg_.train.device;
+  report_.device = device_;
   report_.world_size = dp_.world_size();
   if (options_.final_parameters) {
     Tensor master = model_->params().master();
@@ -510,14 +579,13 @@ void TrainingRun::finish(const std::string& stop_reason) {
 
 }  // namespace
 
-TrainSummary run_training(const RunConfig& cfg, std::ostream& out, const TrainOptions& options) {
-  if (cfg.train.device == Device::cuda)
-    require_cuda_device("train.device=cuda",
-                        "to train on the CPU, pass --set train.device=cpu --set "
-                        "train.precision=fp32 (or set them in the config)");
-  DataParallel dp(cfg.dist, cfg.train.device, options.distributed);
+TrainSummary run_training(const RunConfig& requested, std::ostream& out,
+                          const TrainOptions& options) {
+  const ResolvedDevice resolved = resolve_train_device(requested);
+  const RunConfig& cfg = resolved.cfg;
+  DataParallel dp(cfg.dist, *cfg.train.device, options.distributed);
   if (dp.world_size() == 1) {
-    TrainingRun run(cfg, out, options, dp);
+    TrainingRun run(cfg, out, options, dp, resolved.lines);
     return run.run();
   }
   // Rank 0 speaks for the job: the others log nowhere and write no files.
@@ -525,7 +593,7 @@ TrainSummary run_training(const RunConfig& cfg, std::ostream& out, const TrainOp
   std::ostringstream discard;
   if (!dp.is_root()) rank_cfg.log.dir.clear();
   try {
-    TrainingRun run(rank_cfg, dp.is_root() ? out : discard, options, dp);
+    TrainingRun run(rank_cfg, dp.is_root() ? out : discard, options, dp, resolved.lines);
     return run.run();
   } catch (const std::exception& e) {
     dp.abort(e.what());  // the other ranks would wait for this one forever

@@ -19,8 +19,8 @@ struct TrainOptions {
   // Continue from find_latest_checkpoint(checkpoint.dir): weights, Adam moments, data position,
   // step; the rest of the run is bit-identical to an uninterrupted one.
   bool resume = false;
-  // Fine-tuning: a new run whose weights come from this checkpoint (engine/train/init_from_checkpoint.h);
-  // optimizer, step and data start fresh. Not with `resume`.
+  // Fine-tuning: a new run whose weights come from this checkpoint
+  // (engine/train/init_from_checkpoint.h); optimizer, step and data start fresh. Not with `resume`.
   std::string init_from;
   // Polled after every step: nonzero (a signal number) finishes that step, saves a checkpoint
   // (when checkpoint.dir is set) and returns. See install_stop_signal_handlers.
@@ -38,9 +38,10 @@ struct TrainSummary {
   double wall_seconds = 0;
   double last_loss = 0;  // per token, last log interval
   EvalResult last_eval;
-  int stop_signal = 0;          // the signal that stopped the run early; 0 otherwise
-  bool early_stopped = false;   // eval.early_stop_patience evaluations without improvement
-  std::string last_checkpoint;  // written by this run; "" if none
+  int stop_signal = 0;              // the signal that stopped the run early; 0 otherwise
+  bool early_stopped = false;       // eval.early_stop_patience evaluations without improvement
+  bool time_limit_reached = false;  // stopped before train.max_time with a checkpoint
+  std::string last_checkpoint;      // written by this run; "" if none
   std::string card_dir;  // log.dir when log.card asks for the run card there (rank 0); else ""
 };
 

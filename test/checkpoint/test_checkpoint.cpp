@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/checkpoint_links.h"
 #include "engine/model/transformer.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
@@ -120,7 +121,7 @@ TEST_CASE("save then load restores parameters, Adam moments and state bit for bi
   CHECK(saved.path == dir.path() + "/ckpt-100");
   CHECK(entries(saved.path) ==
         std::vector<std::string>{"model.safetensors", "optimizer.safetensors", "state.json"});
-  CHECK(entries(dir.path()) == std::vector<std::string>{"ckpt-100"});
+  CHECK(entries(dir.path()) == std::vector<std::string>{"ckpt-100", "last"});
   CHECK(saved.bytes > 0);
 
   TinyModel loaded(tiny_config(), 2);
@@ -174,7 +175,7 @@ TEST_CASE("pruning keeps the last K checkpoints and the best one", "[checkpoint]
     CHECK(s.warnings.empty());
   }
   CHECK(entries(dir.path()) ==
-        std::vector<std::string>{"best.json", "ckpt-200", "ckpt-400", "ckpt-500"});
+        std::vector<std::string>{"best", "best.json", "ckpt-200", "ckpt-400", "ckpt-500", "last"});
   std::optional<nmt::BestCheckpoint> best = nmt::read_best_checkpoint(dir.path());
   REQUIRE(best);
   CHECK(best->step == 200);
@@ -187,7 +188,7 @@ TEST_CASE("pruning keeps the last K checkpoints and the best one", "[checkpoint]
     for (int i = 0; i < 3; ++i)
       save(t, loss_dir.path(), i + 1, 0, nmt::CheckpointMetric{"dev_loss", loss[i], false});
     CHECK(nmt::read_best_checkpoint(loss_dir.path())->step == 2);
-    CHECK(entries(loss_dir.path()).size() == 4);
+    CHECK(entries(loss_dir.path()).size() == 6);
   }
 }
 
@@ -273,7 +274,9 @@ TEST_CASE("a failed save is an error and leaves the earlier checkpoints intact",
     CHECK(message.find("cannot write " + dir.path() + "/.ckpt-200.tmp-") != std::string::npos);
     CHECK(message.find("model.safetensors") != std::string::npos);
   }
-  CHECK(entries(dir.path()) == std::vector<std::string>{"ckpt-100"});  // no half checkpoint
+  // No half checkpoint; `last` still names the previous one.
+  CHECK(entries(dir.path()) == std::vector<std::string>{"ckpt-100", "last"});
+  CHECK(fs::read_symlink(dir.path() + "/last") == "ckpt-100");
   std::ostringstream warnings;
   CHECK(nmt::find_latest_checkpoint(dir.path(), warnings) == previous);
   CHECK(warnings.str().empty());
@@ -344,5 +347,78 @@ TEST_CASE("a weights-only checkpoint cannot resume the optimizer; the vocabulary
   nmt::SavedCheckpoint again = nmt::save_checkpoint(dir.path() + "/c", t.params(), t.m_tensor(),
                                                     t.v_tensor(), state_at(9), tiny_config(), 0);
   CHECK(fs::exists(again.path + "/optimizer.safetensors"));
-  CHECK(entries(dir.path() + "/c") == std::vector<std::string>{"ckpt-9"});
+  CHECK(entries(dir.path() + "/c") == std::vector<std::string>{"ckpt-9", "last"});
+}
+
+TEST_CASE("a checkpoint carries a copy of its vocabulary, found relative to the checkpoint",
+          "[checkpoint]") {
+  ScratchDir dir("nmt-ckpt-vocab");
+  TinyModel t(tiny_config(), 1);
+  fs::create_directories(dir.path() + "/prep");
+  const std::string vocab = dir.path() + "/prep/spm.model";
+  std::ofstream(vocab) << "the sentencepiece model";
+  nmt::CheckpointState state = state_at(3);
+  state.vocab_path = vocab;
+  nmt::SavedCheckpoint saved =
+      nmt::save_checkpoint(dir.path() + "/c", t.params(), {}, {}, state, tiny_config(), 0);
+  CHECK(saved.files.at("spm.model") == 23);
+  fs::remove_all(dir.path() + "/prep");  // training's directory is gone (or elsewhere)
+  nmt::LoadedCheckpoint ck = nmt::read_checkpoint_state(saved.path);
+  CHECK(ck.state.vocab_file == "spm.model");
+  CHECK(ck.state.vocab_path == vocab);
+  CHECK(nmt::checkpoint_vocabulary_file(ck) == saved.path + "/spm.model");
+  nmt::check_checkpoint_vocabulary(ck.state, nmt::checkpoint_vocabulary_file(ck));
+  CHECK_NOTHROW(nmt::validate_checkpoint(saved.path));
+
+  // A checkpoint of an older build names only the training-time path.
+  ck.state.vocab_file.clear();
+  CHECK(nmt::checkpoint_vocabulary_file(ck) == vocab);
+
+  // The copy is part of the checkpoint: a changed copy makes it invalid.
+  std::ofstream(saved.path + "/spm.model") << "another model";
+  CHECK(error_of([&] {
+          nmt::validate_checkpoint(saved.path);
+        }).find(saved.path + "/spm.model is corrupt") != std::string::npos);
+}
+
+TEST_CASE("last and best links follow the saves; --checkpoint takes the checkpoint.dir",
+          "[checkpoint]") {
+  ScratchDir dir("nmt-ckpt-links");
+  TinyModel t(tiny_config(), 1);
+  const double bleu[] = {10, 30, 20};
+  for (int i = 0; i < 3; ++i)
+    save(t, dir.path(), 100 * (i + 1), 0, nmt::CheckpointMetric{"bleu", bleu[i]});
+  CHECK(fs::read_symlink(dir.path() + "/last") == "ckpt-300");
+  CHECK(fs::read_symlink(dir.path() + "/best") == "ckpt-200");
+  CHECK_NOTHROW(nmt::validate_checkpoint(dir.path() + "/last"));
+
+  std::ostringstream note;
+  CHECK(nmt::resolve_checkpoint_argument(dir.path(), "tool", note) == dir.path() + "/ckpt-200");
+  CHECK(note.str() == "tool: " + dir.path() + " is a checkpoint.dir: using " + dir.path() +
+                          "/ckpt-200 (best bleu 30)\n");
+  note.str("");
+  const std::string one = dir.path() + "/ckpt-100";
+  CHECK(nmt::resolve_checkpoint_argument(one, "tool", note) == one);
+  CHECK(nmt::resolve_checkpoint_argument(dir.path() + "/last", "tool", note) ==
+        dir.path() + "/last");
+  CHECK(note.str().empty());
+
+  // No evaluation, no best: the newest complete checkpoint.
+  ScratchDir plain("nmt-ckpt-links-plain");
+  save(t, plain.path(), 5);
+  save(t, plain.path(), 7);
+  CHECK(!fs::exists(plain.path() + "/best"));
+  CHECK(nmt::resolve_checkpoint_argument(plain.path(), "tool", note) == plain.path() + "/ckpt-7");
+  CHECK(note.str().find("(the newest; no best recorded)") != std::string::npos);
+
+  ScratchDir empty("nmt-ckpt-links-empty");
+  CHECK(error_of([&] {
+          nmt::resolve_checkpoint_argument(empty.path(), "tool", note);
+        }).find("is neither a checkpoint (no state.json) nor a checkpoint.dir") !=
+        std::string::npos);
+  // A crash between creating and renaming a link leaves a temporary name the next save removes.
+  fs::create_directory_symlink("ckpt-5", plain.path() + "/.ckpt-last.tmp-1");
+  save(t, plain.path(), 9);
+  CHECK(!fs::exists(plain.path() + "/.ckpt-last.tmp-1"));
+  CHECK(fs::read_symlink(plain.path() + "/last") == "ckpt-9");
 }

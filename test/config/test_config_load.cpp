@@ -43,7 +43,7 @@ TEST_CASE("defaults are the documented contract and validate", "[config]") {
   CHECK(cfg.data.length_policy == LengthPolicy::kDrop);
   CHECK(cfg.train.batch_tokens == 4096);
   CHECK(cfg.train.update_freq == 1);
-  CHECK(cfg.train.device == Device::cuda);
+  CHECK_FALSE(cfg.train.device.has_value());  // auto: what the machine has
   CHECK(cfg.train.precision == DType::bf16);
   CHECK(cfg.optimizer.name == OptimizerKind::adam);
   CHECK(cfg.optimizer.beta2 == 0.997);
@@ -156,6 +156,16 @@ TEST_CASE("to_json and run_config_from_json round trip every key", "[config]") {
   CHECK(format_run_config(cfg).rfind("{\n  \"model\": {\n    \"encoder_layers\": 3", 0) == 0);
 }
 
+TEST_CASE("train.device auto: the default, spelled auto, set back by --set", "[config]") {
+  CHECK(to_json(RunConfig{})["train"]["device"] == "auto");
+  const ScratchFile file(R"({"train": {"device": "cpu"}})");
+  CHECK(load_run_config(file.path(), {}).train.device == Device::cpu);
+  const RunConfig back = load_run_config(file.path(), {"train.device=auto"});
+  CHECK_FALSE(back.train.device.has_value());
+  CHECK(run_config_from_json(to_json(back)).train.device == std::nullopt);
+  CHECK(load_run_config(file.path(), {"train.device=cuda"}).train.device == Device::cuda);
+}
+
 TEST_CASE("enum spellings", "[config]") {
   CHECK(config_name(NormPosition::pre) == "pre");
   CHECK(config_name(LengthPolicy::kTruncate) == "truncate");
@@ -190,6 +200,16 @@ TEST_CASE("the committed configs validate", "[config]") {
   CHECK(base.optimizer.epsilon == 1e-9);
   CHECK(base.train.device == Device::cuda);
   CHECK(base.train.precision == DType::bf16);
+
+  // The README's GPU configs run on any machine: the device is what the machine has.
+  for (const char* name : {"bible-en-es.json", "lohelp-en-de.json"}) {
+    INFO(name);
+    CHECK_FALSE(load_run_config(dir + name, {}).train.device.has_value());
+  }
+  for (const char* name : {"bible-en-es.json", "lohelp-en-de.json", "bible-en-es-cpu.json"}) {
+    INFO(name);  // the README says runs write TensorBoard events
+    CHECK(load_run_config(dir + name, {}).log.tensorboard);
+  }
 
   const RunConfig big = load_run_config(dir + "transformer-big.json", {});
   CHECK(big.model.d_model == 1024);

@@ -16,6 +16,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/decode/decode_translate.h"
 #include "engine/model/model_shape.h"
+#include "engine/model/transformer.h"
 #include "test/decode/decode_test_util.h"
 #include "test/support/catch.h"
 #include "test/support/lib/scratch_dir.h"
@@ -197,8 +198,9 @@ struct Run {
 Run run_translate(const std::string& args, const std::vector<std::string>& input) {
   static nmt::test::ScratchDir io;
   write_lines(io.file("in.txt"), input);
-  std::string command = std::string(NMT_TRANSLATE_BINARY) + " " + args + " < " + io.file("in.txt") +
-                        " > " + io.file("out.txt") + " 2> " + io.file("err.txt");
+  std::string command = "cd / && " + std::string(NMT_TRANSLATE_BINARY) + " " + args + " < " +
+                        io.file("in.txt") + " > " + io.file("out.txt") + " 2> " +
+                        io.file("err.txt");
   int status = std::system(command.c_str());
   Run r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -254,5 +256,34 @@ TEST_CASE("nmt-translate end to end: stdin to stdout, progress on stderr, errors
   CHECK(bad_text.exit_code != 0);
   CHECK(bad_text.out.empty());
   CHECK(contains(bad_text.err, "input line 2: invalid UTF-8"));
+}
+
+TEST_CASE("nmt-translate: a checkpoint carries its vocabulary; --checkpoint takes checkpoint.dir",
+          "[decode][translate][app]") {
+  // Saved with a vocabulary that is gone afterwards, as a relative path recorded elsewhere would
+  // be.
+  nmt::test::ScratchDir run("nmt-translate-self-contained");
+  fs::copy_file(setup().vocab, run.file("spm.model"));
+  nmt::LoadedCheckpoint source = nmt::read_checkpoint_state(setup().checkpoint);
+  nmt::Transformer model(nmt::model_shape_from(source.config.model, 200), nmt::Device::cpu, 64, 16);
+  nmt::load_model_weights(setup().checkpoint, model.params());
+  nmt::CheckpointState state;
+  state.step = 1;
+  state.vocab_path = run.file("spm.model");
+  const std::string ckpt_dir = run.file("ckpt");
+  nmt::save_checkpoint(ckpt_dir, model.params(), {}, {}, state, source.config, 0);
+  fs::remove(run.file("spm.model"));
+  CHECK(fs::exists(ckpt_dir + "/ckpt-1/spm.model"));
+
+  std::vector<std::string> in = input_lines();
+  const std::string args = "--device cpu --max-len-a 0.5 --max-len-b 4 --checkpoint ";
+  Run expected = run_translate(args + setup().checkpoint, in);
+  REQUIRE(expected.exit_code == 0);
+  Run from_dir = run_translate(args + ckpt_dir, in);  // the checkpoint.dir, from another cwd
+  INFO(from_dir.err);
+  CHECK(from_dir.exit_code == 0);
+  CHECK(from_dir.out == expected.out);
+  CHECK(contains(from_dir.err, ckpt_dir + " is a checkpoint.dir: using " + ckpt_dir +
+                                   "/ckpt-1 (the newest; no best recorded)"));
 }
 #endif
