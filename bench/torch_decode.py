@@ -410,7 +410,9 @@ def main():
     lines = read_lines(args.source)
     if args.max_sentences:
         lines = lines[:args.max_sentences]
-    lines = [x[:-1] if x.endswith("\r") else x for x in lines]
+    lines = [x[:-1] if x.endswith("\r") else x for x in lines]  # as data/corpus_text.h's TextLines
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
     sources = [sp.encode(x)[:max_positions] for x in lines]
     refs = None
     if args.reference:
