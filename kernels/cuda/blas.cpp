@@ -1,6 +1,7 @@
 // cuBLAS / cuBLASLt handles and the cached cuBLASLt matrix product.
 #include "kernels/cuda/blas.h"
 
+#include <cstdlib>
 #include <compare>
 #include <map>
 #include <memory>
@@ -248,6 +249,13 @@ bool lt_matmul_bias_grad(const LtMatmul& g, const void* a, const void* b, void* 
   if (g.relu || bias_grad == nullptr)
     throw std::invalid_argument("lt_matmul_bias_grad: needs a bias-gradient vector and no ReLU");
   if (g.m == 0 || g.n == 0 || g.k == 0) return false;
+  // NMT_BIAS_GRAD_EPILOGUE=0 turns the epilogue off (the column-sum kernels instead): a switch to
+  // time one path against the other on a new card or toolkit (docs/cuda.md).
+  static const bool enabled = [] {
+    const char* value = std::getenv("NMT_BIAS_GRAD_EPILOGUE");
+    return value == nullptr || std::string(value) != "0";
+  }();
+  if (!enabled) return false;
   return run_matmul(g, a, b, c, bias_grad, true, alpha, stream);
 }
 

@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
