@@ -137,16 +137,7 @@ int64_t max_target_tokens(const BeamOptions& o, int64_t source_tokens, const Tra
 BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
     : model_(model), options_(options), candidates_arena_(Arena::planner(model.device())) {
   validate_beam_options(options);
-  if (model.device() == Device::cuda && candidates_per_row() <= kMaxTopK) {
-    // Every step's rows fit the model's plan (rows * prefix <= max_rows).
-    const int64_t rows = model.max_rows(), k = candidates_per_row();
-    for (int pass = 0; pass < 2; ++pass) {
-      if (pass == 1) candidates_arena_ = Arena(model.device(), candidates_arena_.used());
-      candidate_ids_ = candidates_arena_.allocate("beam.candidate_ids", DType::i32, rows * k);
-      candidate_values_ =
-          candidates_arena_.allocate("beam.candidate_values", DType::f32, rows * (k + 2));
-    }
-  }
+  plan_candidates();
   // Groups keep sentences * rows_needed <= max_rows, and rows_needed is smallest for one-token
   // sources: that bounds the hypotheses of a step. Each cache holds max_rows positions, which is
   // what a group's sentences * beam * max(source, prefix) may reach.
@@ -161,8 +152,24 @@ BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
 
 BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options,
                        std::unique_ptr<StepDecoder> decoder)
-    : model_(model), options_(options), decoder_(std::move(decoder)) {
+    : model_(model),
+      options_(options),
+      decoder_(std::move(decoder)),
+      candidates_arena_(Arena::planner(model.device())) {
   validate_beam_options(options);
+  plan_candidates();
+}
+
+void BeamSearch::plan_candidates() {
+  if (model_.device() != Device::cuda || candidates_per_row() > kMaxTopK) return;
+  // Every step's rows fit the model's plan (rows * prefix <= max_rows).
+  const int64_t rows = model_.max_rows(), k = candidates_per_row();
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) candidates_arena_ = Arena(model_.device(), candidates_arena_.used());
+    candidate_ids_ = candidates_arena_.allocate("beam.candidate_ids", DType::i32, rows * k);
+    candidate_values_ =
+        candidates_arena_.allocate("beam.candidate_values", DType::f32, rows * (k + 2));
+  }
 }
 
 int64_t BeamSearch::rows_needed(int64_t padded_source, int64_t longest_source) const {

@@ -67,6 +67,8 @@ class BeamSearch {
   // Rows one sentence needs at its longest step: beam * max(source, longest prefix).
   int64_t rows_needed(int64_t padded_source, int64_t longest_source) const;
   std::vector<std::vector<Hypothesis>> search_fitting(const Batch& batch);
+  // On the GPU: the device buffers of logits_top_k's outputs (max_rows rows).
+  void plan_candidates();
   // Tokens each hypothesis offers per step: beam + 1 (enough for beam live ones when one is eos).
   int64_t candidates_per_row() const;
   // Fills host_ids_ ([rows, k]) and host_values_ ([rows, k] logits, then [rows, 2] log-sum-exp and
