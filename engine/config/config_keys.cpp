@@ -313,7 +313,8 @@ std::vector<ConfigKey> build_keys() {
           "Directory for metrics.jsonl and TensorBoard events; empty = stdout only (OpenSeq2Seq: "
           "logdir)."),
       key("log.tensorboard", kLog, &G::tensorboard,
-          "Write TensorBoard scalar events into log.dir (no effect while log.dir is empty)."),
+          "Write TensorBoard events into log.dir: scalars, each evaluation's sample translations "
+          "(text) and the resolved config (hparams); no effect while log.dir is empty."),
       key("log.card", kLog, &G::card,
           "At the end of the run, write the run card (card.md, card.html and plots) into log.dir "
           "with nmt-report; needs python3 (matplotlib for the plots), never fails the run."),

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "engine/report/tensorboard_plugins.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/stream.h"
 
@@ -430,7 +431,11 @@ std::string format_run_report(const RunReport& r) {
 // ---- RunReporter ----
 
 RunReporter::RunReporter(const RunConfig& cfg, std::ostream& out, bool resumed)
-    : out_(out), log_dir_(cfg.log.dir), config_(to_json(cfg)) {
+    : out_(out),
+      log_dir_(cfg.log.dir),
+      config_(to_json(cfg)),
+      // eval_metric()'s name: only nmt-prep data has text to score with BLEU.
+      eval_metric_name_(cfg.data.train_is_synthetic() ? "greedy_token_accuracy" : "bleu") {
   if (log_dir_.empty()) return;
   std::error_code ec;
   fs::create_directories(log_dir_, ec);
@@ -444,6 +449,13 @@ RunReporter::RunReporter(const RunConfig& cfg, std::ostream& out, bool resumed)
 
 void RunReporter::log_start(nlohmann::json record) {
   record["config"] = config_;
+  if (tensorboard_) {
+    // The session's metrics on the hparams dashboard: the last values of these eval scalars.
+    std::vector<std::string> metrics = {"eval/" + eval_metric_name_, "eval/loss"};
+    tensorboard_->add_hparams(hparams_from_json(config_), metrics,
+                              record.value("step", int64_t{0}));
+    tensorboard_->flush();
+  }
   log_record(std::move(record));
 }
 
@@ -474,6 +486,8 @@ void RunReporter::log_eval(int64_t step, const EvalResult& e, double seconds) {
     tensorboard_->add_scalar("eval/token_accuracy", e.token_accuracy, step);
     CheckpointMetric m = eval_metric(e);
     tensorboard_->add_scalar("eval/" + m.name, m.value, step);
+    if (!e.samples.empty())
+      tensorboard_->add_text("eval/samples", samples_markdown(e.samples), step);
     tensorboard_->flush();
   }
 }

@@ -158,9 +158,12 @@ class RunReporter {
  public:
   RunReporter(const RunConfig& cfg, std::ostream& out, bool resumed);
 
-  // The "start" or "resume" event (fields given by the caller).
+  // The "start" or "resume" event (fields given by the caller); in TensorBoard, the resolved config
+  // as hyperparameters (the hparams dashboard), with the last dev score and loss as its metrics.
   void log_start(nlohmann::json record);
   void log_train(const TrainRecord& r);
+  // The evaluation's lines; in TensorBoard its scalars and, if any, its sample translations as a
+  // Markdown table (text summary "eval/samples").
   void log_eval(int64_t step, const EvalResult& e, double seconds);
   void log_checkpoint(int64_t step, const SavedCheckpoint& saved);
   // Any other metrics.jsonl record (e.g. RunTelemetry's "cluster" and "telemetry"), with "time".
@@ -172,7 +175,8 @@ class RunReporter {
  private:
   std::ostream& out_;
   std::string log_dir_;
-  nlohmann::json config_;  // the resolved config, in the start event (the run card reads it)
+  nlohmann::json config_;         // the resolved config, in the start event (the run card reads it)
+  std::string eval_metric_name_;  // what eval_metric() will name the evaluations' score
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
 };

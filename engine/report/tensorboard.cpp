@@ -1,9 +1,10 @@
-// TensorBoard events: protobuf wire format by hand (varint keys, fixed64 doubles, fixed32 floats,
-// length-delimited strings and sub-messages) inside TFRecord frames with masked CRC32C.
+// TensorBoard events: protobuf wire format by hand (engine/report/protobuf_wire.h) inside TFRecord
+// frames with masked CRC32C. Each summary event holds one value.
 //   Event   (tensorflow/core/util/event.proto): wall_time = 1 (double), step = 2 (int64),
 //           file_version = 3 (string), summary = 5 (Summary)
 //   Summary (tensorflow/core/framework/summary.proto): value = 1 (repeated Value);
-//   Value: tag = 1 (string), simple_value = 2 (float)
+//   Value: tag = 1 (string), simple_value = 2 (float); the plugins' values (text, hparams) in
+//   engine/report/tensorboard_plugins.cpp
 #include "engine/report/tensorboard.h"
 
 #include <unistd.h>
@@ -15,54 +16,18 @@
 #include <stdexcept>
 
 #include "data/crc32c.h"
+#include "engine/report/protobuf_wire.h"
+#include "engine/report/tensorboard_plugins.h"
 
 namespace nmt {
 namespace tensorboard_detail {
-namespace {
 
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
-
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-void put_key(std::string& out, uint32_t field, WireType type) {
-  put_varint(out, (field << 3) | type);
-}
-
-void put_fixed(std::string& out, const void* bytes, size_t size) {
-  out.append(static_cast<const char*>(bytes), size);  // little-endian hosts only, as the format
-}
-
-void put_double(std::string& out, uint32_t field, double v) {
-  put_key(out, field, kFixed64);
-  put_fixed(out, &v, sizeof(v));
-}
-
-void put_float(std::string& out, uint32_t field, float v) {
-  put_key(out, field, kFixed32);
-  put_fixed(out, &v, sizeof(v));
-}
-
-void put_bytes(std::string& out, uint32_t field, const std::string& bytes) {
-  put_key(out, field, kLengthDelimited);
-  put_varint(out, bytes.size());
-  out += bytes;
-}
-
-void put_le64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
-
-void put_le32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
-
-}  // namespace
+using protobuf_wire::put_bytes;
+using protobuf_wire::put_double;
+using protobuf_wire::put_float;
+using protobuf_wire::put_le32;
+using protobuf_wire::put_le64;
+using protobuf_wire::put_varint_field;
 
 std::string encode_file_version_event(double wall_time) {
   std::string event;
@@ -71,19 +36,22 @@ std::string encode_file_version_event(double wall_time) {
   return event;
 }
 
+std::string encode_summary_event(double wall_time, int64_t step, const std::string& value) {
+  std::string summary;
+  put_bytes(summary, 1, value);
+  std::string event;
+  put_double(event, 1, wall_time);
+  put_varint_field(event, 2, static_cast<uint64_t>(step));  // int64: negative steps take ten bytes
+  put_bytes(event, 5, summary);
+  return event;
+}
+
 std::string encode_scalar_event(double wall_time, int64_t step, const std::string& tag,
                                 float value) {
   std::string summary_value;
   put_bytes(summary_value, 1, tag);
   put_float(summary_value, 2, value);
-  std::string summary;
-  put_bytes(summary, 1, summary_value);
-  std::string event;
-  put_double(event, 1, wall_time);
-  put_key(event, 2, kVarint);
-  put_varint(event, static_cast<uint64_t>(step));  // int64: negative steps take ten bytes
-  put_bytes(event, 5, summary);
-  return event;
+  return encode_summary_event(wall_time, step, summary_value);
 }
 
 std::string frame_record(const std::string& data) {
@@ -140,6 +108,21 @@ TensorBoardWriter::~TensorBoardWriter() {
 void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t step) {
   write_record(tensorboard_detail::encode_scalar_event(unix_time_now(), step, tag,
                                                        static_cast<float>(value)));
+}
+
+void TensorBoardWriter::add_text(const std::string& tag, const std::string& markdown,
+                                 int64_t step) {
+  write_record(tensorboard_detail::encode_summary_event(
+      unix_time_now(), step, tensorboard_detail::text_summary_value(tag, markdown)));
+}
+
+void TensorBoardWriter::add_hparams(const std::vector<HParam>& hparams,
+                                    const std::vector<std::string>& metric_tags, int64_t step) {
+  double now = unix_time_now();
+  write_record(tensorboard_detail::encode_summary_event(
+      now, step, tensorboard_detail::hparams_experiment_value(hparams, metric_tags, now)));
+  write_record(tensorboard_detail::encode_summary_event(
+      now, step, tensorboard_detail::hparams_session_start_value(hparams, now)));
 }
 
 void TensorBoardWriter::write_record(const std::string& event) {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -171,10 +172,11 @@ TEST_CASE("metrics.jsonl: one JSON object per log interval with every field, eva
   CHECK(log.str().find("run report: steps 1..20") != std::string::npos);
 }
 
-TEST_CASE("TensorBoard's EventAccumulator reads the run's train and eval scalars",
+TEST_CASE("TensorBoard reads the run's scalars, sample translations and config as hparams",
           "[engine][train][reporting][python]") {
   ScratchDir dir("nmt-train-tb");
   nmt::RunConfig c = logged_config(dir.path());
+  c.eval.samples = 2;
   std::ostringstream log;
   nmt::run_training(c, log);
   std::vector<nlohmann::json> train = events(read_jsonl(c.log.dir + "/metrics.jsonl"), "train");
@@ -196,6 +198,28 @@ TEST_CASE("TensorBoard's EventAccumulator reads the run's train and eval scalars
   REQUIRE(scalars.contains("eval/greedy_token_accuracy"));
   CHECK(scalars["eval/greedy_token_accuracy"].size() == 2);
   CHECK(scalars["eval/greedy_token_accuracy"][1][0] == 20);
+
+  // Each evaluation's samples as one Markdown table: a header, a rule and a row per sample.
+  const nlohmann::json& texts = seen["texts"]["eval/samples"];
+  REQUIRE(texts.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(texts[i][0] == 10 * static_cast<int64_t>(i + 1));
+    std::string table = texts[i][1];
+    CHECK(table.starts_with("| source | reference | prediction |\n|---|---|---|\n"));
+    CHECK(std::count(table.begin(), table.end(), '\n') == 4);
+  }
+  // The resolved config as hyperparameters; the last dev score and loss as the session's metrics.
+  const nlohmann::json& hparams = seen["hparams"]["session_start_info"]["hparams"];
+  CHECK(hparams["model.d_model"] == c.model.d_model);
+  CHECK(hparams["train.batch_tokens"] == c.train.batch_tokens);
+  CHECK(hparams["lr_schedule.learning_rate"] == c.lr_schedule.learning_rate);
+  CHECK(hparams["data.train"] == c.data.train);
+  CHECK(hparams["log.tensorboard"] == true);
+  const nlohmann::json& sessions = seen["dashboard"]["sessions"];
+  REQUIRE(sessions.size() == 1);
+  CHECK(sessions[0]["metrics"]["eval/greedy_token_accuracy"] ==
+        scalars["eval/greedy_token_accuracy"][1][1]);
+  CHECK(sessions[0]["metrics"]["eval/loss"] == scalars["eval/loss"][1][1]);
 }
 
 TEST_CASE("a checkpoint.dir under a regular file fails with its path, before any training",
