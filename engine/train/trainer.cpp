@@ -132,7 +132,7 @@ struct LoopState {
 
 class TrainingRun {
  public:
-  // `device_lines` (resolve_train_device's) open the start-up output.
+  // `device_lines` (resolve_train_device's) open the start-up output once the data is loaded.
   TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOptions& options,
               DataParallel& dp, const std::vector<std::string>& device_lines);
   TrainSummary run();
@@ -222,8 +222,9 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
                             ": pass --resume to continue that run, or choose another "
                             "checkpoint.dir");
 
-  for (const std::string& line : device_lines) out << line << "\n";
+  // After the data is found: a bad data path stays a one-line error (test/apps/train_cli_test.sh).
   data_ = make_training_data(cfg, dp.world_size(), dp.rank());
+  for (const std::string& line : device_lines) out << line << "\n";
   vocab_path_ = vocabulary_path(cfg);
   report_.dataset = read_dataset_stats(cfg.data);
   report_.peak = device_peak_for_training(device_, cfg.train.precision);
