@@ -92,7 +92,7 @@ DEV_SRC=$CORPUS/dev.$SRC DEV_REF=$CORPUS/dev.$TGT
 # The training corpus (cpu: a slice, so the smoke test takes a minute), prepared once.
 if [[ -z "$CHECKPOINT" ]]; then
   name=$(basename "$(cd "$CORPUS" && pwd)")
-  PREP=${PREP:-runs/prep/decode-compare-$name-$VOCAB$([[ $DEVICE == cpu ]] && echo -smoke)}
+  PREP=${PREP:-runs/prep/decode-compare-$name-$VOCAB$([[ $DEVICE == cpu ]] && echo -smoke || true)}
   if [[ -f "$PREP/report.json" ]]; then
     echo "decode-compare: reusing $PREP"
   else
