@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 scored; 1 the score could not be written; 2 usage or input error (missing "
       "file, line counts differ, invalid UTF-8).");
+  nmt::add_version_flag(app, "nmt-bleu");
   if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
 
   try {

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.footer("Exit codes: 0 translated; 1 runtime error (nothing written); 2 usage error.");
+  nmt::add_version_flag(app, "nmt-translate");
   if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
   if (!device.empty()) options.device = device == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
 

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/stream.h"
+#include "version/provenance.h"
 
 namespace nmt {
 
@@ -444,6 +445,10 @@ RunReporter::RunReporter(const RunConfig& cfg, std::ostream& out, bool resumed)
 
 void RunReporter::log_start(nlohmann::json record) {
   record["config"] = config_;
+  record["provenance"] = to_json(provenance());
+  invocation_ = {{"provenance", record["provenance"]},
+                 {"command_line", record.value("command_line", nlohmann::json::array())},
+                 {"config", config_}};
   log_record(std::move(record));
 }
 
@@ -506,6 +511,7 @@ void RunReporter::finish(const RunReport& report) {
   if (log_dir_.empty()) return;
   nlohmann::json j = to_json(report);
   if (metrics_) metrics_->write({{"event", "end"}, {"step", report.last_step}, {"report", j}});
+  for (const auto& [key, value] : invocation_.items()) j[key] = value;
   std::string path = log_dir_ + "/report.json";
   std::string temp = log_dir_ + "/.report.json.tmp-" + std::to_string(::getpid());
   {

@@ -158,7 +158,8 @@ class RunReporter {
  public:
   RunReporter(const RunConfig& cfg, std::ostream& out, bool resumed);
 
-  // The "start" or "resume" event (fields given by the caller).
+  // The "start" or "resume" event: the caller's fields (with "command_line") plus the resolved
+  // config and the provenance (version/provenance.h); report.json repeats the three.
   void log_start(nlohmann::json record);
   void log_train(const TrainRecord& r);
   void log_eval(int64_t step, const EvalResult& e, double seconds);
@@ -172,7 +173,8 @@ class RunReporter {
  private:
   std::ostream& out_;
   std::string log_dir_;
-  nlohmann::json config_;  // the resolved config, in the start event (the run card reads it)
+  nlohmann::json config_;      // the resolved config, in the start event (the run card reads it)
+  nlohmann::json invocation_;  // {"provenance", "command_line", "config"} for report.json
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
 };

@@ -19,8 +19,8 @@ struct TrainOptions {
   // Continue from find_latest_checkpoint(checkpoint.dir): weights, Adam moments, data position,
   // step; the rest of the run is bit-identical to an uninterrupted one.
   bool resume = false;
-  // Fine-tuning: a new run whose weights come from this checkpoint (engine/train/init_from_checkpoint.h);
-  // optimizer, step and data start fresh. Not with `resume`.
+  // Fine-tuning: a new run whose weights come from this checkpoint
+  // (engine/train/init_from_checkpoint.h); optimizer, step and data start fresh. Not with `resume`.
   std::string init_from;
   // Polled after every step: nonzero (a signal number) finishes that step, saves a checkpoint
   // (when checkpoint.dir is set) and returns. See install_stop_signal_handlers.
@@ -28,6 +28,8 @@ struct TrainOptions {
   // Under mpirun, train data-parallel over the job's ranks; false keeps this process alone (tests
   // compare a distributed run with a single-process one inside one MPI job).
   bool distributed = true;
+  // The program's command line (argv), recorded in the start event and report.json.
+  std::vector<std::string> command_line;
   // When set, receives the final fp32 master weights (flat, ParamStore layout).
   std::vector<float>* final_parameters = nullptr;
 };
