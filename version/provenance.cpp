@@ -5,9 +5,13 @@
 
 namespace nmt {
 
+const char* project_version() {
+  return NMT_VERSION;
+}
+
 Provenance provenance() {
   Provenance p;
-  p.version = NMT_VERSION;
+  p.version = project_version();
   p.commit = build_commit();
   p.build_type = NMT_BUILD_TYPE;
   p.compiler = NMT_COMPILER;

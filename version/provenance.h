@@ -11,6 +11,9 @@
 
 namespace nmt {
 
+// The project's version (CMake's project VERSION), "0.1.0".
+const char* project_version();
+
 // The commit of the source tree at build time: 12 hex digits, "-dirty" when tracked files had
 // changes, or "unknown" (defined in the generated git_commit.cpp).
 const char* build_commit();
