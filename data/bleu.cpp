@@ -9,6 +9,7 @@
 
 #include "data/bleu_ngrams.h"
 #include "data/bleu_text.h"
+#include "version/provenance.h"
 
 namespace nmt {
 namespace {
@@ -83,11 +84,18 @@ SegmentCounts segment_counts(const std::string& hyp, const std::vector<const std
 
 }  // namespace
 
+std::string metric_signature_version() {
+  const std::string sacrebleu = kSacreBleuVersion;
+  const std::string major_minor = sacrebleu.substr(0, sacrebleu.rfind('.'));
+  return std::string("nmt-bleu ") + project_version() + " (sacreBLEU " + major_minor +
+         " compatible)";
+}
+
 std::string BleuStats::signature() const {
   return "nrefs:" + std::to_string(num_refs) + "|case:" + (options.lowercase ? "lc" : "mixed") +
          "|eff:" + (options.effective_order ? "yes" : "no") +
          "|tok:" + bleu_tokenizer_name(options.tokenizer) +
-         "|smooth:exp|version:" + kSacreBleuVersion;
+         "|smooth:exp|version:" + metric_signature_version();
 }
 
 std::string BleuStats::verbose() const {

@@ -13,6 +13,10 @@ namespace nmt {
 
 // The sacreBLEU release whose scores and signature format this code reproduces.
 inline constexpr const char* kSacreBleuVersion = "2.6.0";
+// The version field of our BLEU and chrF signatures: where sacreBLEU names its own release, we name
+// ours and the sacreBLEU release whose scores we reproduce, "nmt-bleu 0.1.0 (sacreBLEU 2.6
+// compatible)". The other fields are sacreBLEU's, so the signatures compare field by field.
+std::string metric_signature_version();
 inline constexpr int kBleuMaxOrder = 4;
 
 struct BleuOptions {
@@ -42,7 +46,7 @@ struct BleuStats {
   int num_refs = 1;
 
   double ratio() const { return ref_len > 0 ? static_cast<double>(sys_len) / ref_len : 0.0; }
-  // nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0
+  // nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:nmt-bleu 0.1.0 (sacreBLEU 2.6 compatible)
   std::string signature() const;
   // "60.1/33.4/20.8/13.1 (BP = 1.000 ratio = 1.012 hyp_len = 1234 ref_len = 1219)"
   std::string verbose() const;

@@ -19,9 +19,13 @@ std::vector<std::string> read_metric_lines(const std::string& path) {
   }
   std::ifstream file(path, std::ios::binary);
   if (!file) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  return read_metric_lines(file, path);
+}
+
+std::vector<std::string> read_metric_lines(std::istream& in, const std::string& path) {
   std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  if (in.peek() != std::char_traits<char>::eof()) contents << in.rdbuf();
+  if (in.bad()) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
   const std::string bytes = contents.str();
 
   std::vector<std::string> lines;

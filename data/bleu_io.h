@@ -1,6 +1,7 @@
 // Reading hypothesis and reference files for BLEU/chrF the way sacreBLEU's command line does.
 #pragma once
 
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -11,5 +12,7 @@ namespace nmt {
 // too). Throws std::runtime_error naming the file if it cannot be read, and std::invalid_argument
 // naming the file and line on invalid UTF-8.
 std::vector<std::string> read_metric_lines(const std::string& path);
+// The same from a stream (standard input); `name` stands for it in error messages.
+std::vector<std::string> read_metric_lines(std::istream& in, const std::string& name);
 
 }  // namespace nmt

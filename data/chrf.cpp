@@ -126,7 +126,7 @@ std::string ChrfStats::signature() const {
   return "nrefs:" + std::to_string(num_refs) + "|case:" + (options.lowercase ? "lc" : "mixed") +
          "|eff:" + (options.eps_smoothing ? "no" : "yes") +
          "|nc:" + std::to_string(options.char_order) + "|nw:" + std::to_string(options.word_order) +
-         "|space:" + (options.whitespace ? "yes" : "no") + "|version:" + kSacreBleuVersion;
+         "|space:" + (options.whitespace ? "yes" : "no") + "|version:" + metric_signature_version();
 }
 
 std::string ChrfStats::format(int width) const {

@@ -26,7 +26,7 @@ struct ChrfStats {
   int num_refs = 1;
 
   std::string name() const;  // "chrF2", "chrF2++"
-  // nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0
+  // nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:nmt-bleu 0.1.0 (sacreBLEU 2.6 compatible)
   std::string signature() const;
   std::string format(int width = 2) const;  // "chrF2 = 55.12"
 };

@@ -2,9 +2,12 @@
 #include "data/prep.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <thread>
@@ -13,6 +16,7 @@
 #include "data/corpus_io.h"
 #include "data/corpus_text.h"
 #include "data/os2s.h"
+#include "data/prep_progress.h"
 #include "data/prep_publish.h"
 #include "data/shard.h"
 
@@ -150,6 +154,8 @@ SplitReport encode_split(const std::string& name, const TextLines& source, const
   auto target_cursor = target.cursor();
   Chunk chunk;
   bool more = true;
+  const auto start = Clock::now();
+  auto last_report = start;
   while (more) {
     chunk.source_text.clear();
     chunk.target_text.clear();
@@ -193,6 +199,13 @@ SplitReport encode_split(const std::string& name, const TextLines& source, const
       add_to_side(report.source, chunk.source_text[i], src_ids);
       add_to_side(report.target, chunk.target_text[i], tgt_ids);
     }
+    if (options.progress != nullptr &&
+        seconds_since(last_report) >= options.progress_interval_seconds) {
+      *options.progress << format_encode_progress(name, report.pairs_read, source.line_count(),
+                                                  seconds_since(start))
+                        << std::endl;
+      last_report = Clock::now();
+    }
   }
   report.source.shard_bytes = source_out.finish();
   report.target.shard_bytes = target_out.finish();
@@ -222,6 +235,46 @@ void require_training_text(const TextLines& source, const TextLines& target) {
 
 void say(const PrepOptions& o, const std::string& message) {
   if (o.progress != nullptr) *o.progress << "nmt-prep: " << message << std::endl;
+}
+
+// Counts the lines SentencePiece has taken (the heartbeat reports it from another thread).
+class CountedLines : public TrainingLineSource {
+ public:
+  explicit CountedLines(TrainingLineSource& lines) : lines_(lines) {}
+  bool next(std::string& line) override {
+    if (!lines_.next(line)) return false;
+    count.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  std::atomic<int64_t> count{0};
+
+ private:
+  TrainingLineSource& lines_;
+};
+
+// SentencePiece training with a heartbeat (time so far, lines read) on `progress`, and
+// SentencePiece's own messages (warnings on stderr, errors) naming nmt-prep's flags.
+std::string train_vocabulary(TrainingLineSource& lines, const SentencePieceTrainOptions& spm,
+                             const PrepOptions& o) {
+  CountedLines counted(lines);
+  StderrCapture capture([](const std::string& line) {
+    return line.starts_with("nmt-prep") ? line
+                                        : "nmt-prep: SentencePiece: " + name_prep_flags(line);
+  });
+  std::optional<Heartbeat> heartbeat;  // stopped before the capture ends: its lines pass through
+  if (o.progress != nullptr)
+    heartbeat.emplace(o.progress_interval_seconds, [&](double seconds) {
+      char line[160];
+      std::snprintf(line, sizeof line,
+                    "nmt-prep: SentencePiece still training: %.0f s, %lld lines read", seconds,
+                    static_cast<long long>(counted.count.load(std::memory_order_relaxed)));
+      *o.progress << line << std::endl;
+    });
+  try {
+    return train_sentencepiece(counted, spm);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(name_prep_flags(e.what()));
+  }
 }
 
 }  // namespace
@@ -256,7 +309,7 @@ PrepReport run_prep(const PrepOptions& options) {
     CleanTrainLines lines(train_source, train_target);
     SentencePieceTrainOptions spm = options.spm;
     spm.threads = threads;
-    const std::string model = train_sentencepiece(lines, spm);
+    const std::string model = train_vocabulary(lines, spm, options);
     report.vocab_file = "spm.model";
     write_file_atomically((staging.staging() / report.vocab_file).string(), model);
     vocab = sentencepiece_vocab_from_bytes(model, "trained model");

@@ -27,6 +27,9 @@ struct PrepOptions {
   double max_ratio = 3.0;    // longer side / shorter side in tokens; above: dropped; 0 = off
   int threads = 0;           // encoding and SentencePiece threads; 0 = all cores
   std::ostream* progress = nullptr;  // stage messages, when set
+  // Inside the long phases, a progress line (encoding) or a heartbeat (SentencePiece training)
+  // at most this often.
+  double progress_interval_seconds = 10;
 };
 
 // Pairs counted once each, under the first reason that applies (in this order).

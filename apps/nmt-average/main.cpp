@@ -9,6 +9,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "apps/cli_exit.h"
 #include "engine/checkpoint/checkpoint_average.h"
 #include "engine/checkpoint/checkpoint_links.h"
 
@@ -26,11 +27,8 @@ int main(int argc, char** argv) {
   given->excludes(newest)->excludes(from);
   newest->needs(from);
   from->needs(newest);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  nmt::add_version_flag(app, "nmt-average");
+  if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
   try {
     if (checkpoints.empty() && last == 0)
       throw std::invalid_argument("give --checkpoints DIR... or --last N --dir DIR");

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "apps/cli_exit.h"
 #include "engine/checkpoint/checkpoint_links.h"
 #include "engine/checkpoint/marian_export.h"
 
@@ -25,11 +26,8 @@ int main(int argc, char** argv) {
   app.add_option("--out", options.out, "export directory to create (must not exist)")->required();
   app.add_option("--vocab", options.vocab,
                  "vocabulary file (default: the one recorded in the checkpoint)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  nmt::add_version_flag(app, "nmt-export");
+  if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
   try {
     options.checkpoint =
         nmt::resolve_checkpoint_argument(options.checkpoint, "nmt-export", std::cerr);

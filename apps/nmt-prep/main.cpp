@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 written; 1 runtime error (the output directory is left as it was); 2 usage "
       "error.");
+  nmt::add_version_flag(app, "nmt-prep");
   if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
 
   options.spm.verbose = verbose;

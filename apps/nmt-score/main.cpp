@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--out", out_path, "the JSON result")->required();
   app.footer("Exit codes: 0 written; 1 runtime error (no output file); 2 usage error.");
+  nmt::add_version_flag(app, "nmt-score");
   if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
   if (!device.empty()) options.device = device == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
 

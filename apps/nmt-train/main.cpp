@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
       "Exit codes: 0 trained to train.max_steps, stopped early, or stopped by SIGTERM after saving "
       "a checkpoint (resume with --resume); 130 stopped by SIGINT after saving; 1 runtime error "
       "(data, checkpoint, divergence, no GPU); 2 usage or config error.");
+  nmt::add_version_flag(app, "nmt-train");
   if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
 
   constexpr int kExitInterrupted = 128 + SIGINT;
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
     nmt::TrainOptions options;
     options.resume = resume;
     options.init_from = init_from;
+    options.command_line.assign(argv, argv + argc);
     options.stop_signal = &nmt::install_stop_signal_handlers();
     nmt::TrainSummary summary = nmt::run_training(cfg, std::cout, options);
     if (!summary.card_dir.empty())

@@ -69,17 +69,20 @@ EncodedLines encode_input_lines(const std::vector<std::string>& lines, const Voc
   return out;
 }
 
-std::string rate_line(const TranslateStats& s, int64_t done, int64_t total) {
-  char line[200];
-  double secs = std::max(s.seconds, 1e-9);
+}  // namespace
+
+std::string translate_progress_line(const TranslateStats& s, int64_t done, int64_t total) {
+  char line[240];
+  const double secs = std::max(s.seconds, 1e-9);
+  // Empty lines cost nothing: the rate and the ETA count the decoded ones.
+  const double decoded = static_cast<double>(std::max<int64_t>(done - s.empty, 0));
+  const double eta = decoded > 0 ? static_cast<double>(total - done) * secs / decoded : 0.0;
   std::snprintf(line, sizeof line,
-                "nmt-translate: %lld/%lld lines | %.1f sentences/s | %.0f tokens/s",
-                static_cast<long long>(done), static_cast<long long>(total),
-                static_cast<double>(done) / secs, static_cast<double>(s.output_tokens) / secs);
+                "nmt-translate: %lld/%lld lines | %.1f sentences/s | %.0f tokens/s | eta %.0f s",
+                static_cast<long long>(done), static_cast<long long>(total), decoded / secs,
+                static_cast<double>(s.output_tokens) / secs, eta);
   return line;
 }
-
-}  // namespace
 
 Device default_decode_device() {
   int devices = 0;
@@ -90,25 +93,76 @@ Device default_decode_device() {
   return devices > 0 ? Device::cuda : Device::cpu;
 }
 
-std::vector<std::string> translate_lines(const TranslateOptions& options,
-                                         const std::vector<std::string>& lines,
-                                         std::ostream* progress, TranslateStats* stats_out) {
+struct Translator::Loaded {
+  TranslateOptions options;
+  LoadedCheckpoint ckpt;
+  std::string vocab_file;
+  std::unique_ptr<Vocab> vocab;
+  ModelShape shape;
+  Device device = Device::cpu;
+  std::ostream* progress = nullptr;  // for the checkpoint line when the model is first built
+  // Built for sources of at most planned_longest tokens; rebuilt for a longer one.
+  int64_t planned_longest = 0;
+  DecodePlan plan;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<BeamSearch> search;
+
+  void plan_for(int64_t longest) {
+    if (model && longest <= planned_longest) return;
+    search.reset();
+    model.reset();
+    plan = plan_decoding(options.beam, longest, shape.max_positions, options.step_rows);
+    model = std::make_unique<Transformer>(shape, device, plan.max_rows, plan.max_len);
+    load_model_weights(options.checkpoint, model->params());
+    search = std::make_unique<BeamSearch>(*model, options.beam);
+    if (progress && planned_longest == 0)
+      *progress << "nmt-translate: checkpoint " << options.checkpoint << " (step "
+                << ckpt.state.step << "), vocabulary " << vocab_file << " (" << vocab->size()
+                << " pieces), " << model->params().total_elements() << " parameters on "
+                << device_name(device) << ", beam " << options.beam.beam << ", alpha "
+                << options.beam.alpha << "\n"
+                << std::flush;
+    planned_longest = longest;
+  }
+};
+
+Translator::Translator(const TranslateOptions& options, std::ostream* progress)
+    : loaded_(std::make_unique<Loaded>()) {
   validate_beam_options(options.beam);
   if (options.step_rows < 1)
     throw std::invalid_argument("step-rows: must be at least 1, got " +
                                 std::to_string(options.step_rows));
   if (options.device == Device::cuda)
     require_cuda_device("--device cuda", "translate on the CPU with --device cpu");
-  LoadedCheckpoint ckpt = read_checkpoint_state(options.checkpoint);
-  std::string vocab_file = vocabulary_path(options, ckpt);
-  check_checkpoint_vocabulary(ckpt.state, vocab_file);
-  std::unique_ptr<Vocab> vocab = load_vocab(vocab_file);
+  Loaded& l = *loaded_;
+  l.options = options;
+  l.progress = progress;
+  l.ckpt = read_checkpoint_state(options.checkpoint);
+  l.vocab_file = vocabulary_path(options, l.ckpt);
+  check_checkpoint_vocabulary(l.ckpt.state, l.vocab_file);
+  l.vocab = load_vocab(l.vocab_file);
+  l.shape = model_shape_from(l.ckpt.config.model, l.vocab->size());
+  l.device = options.device.value_or(default_decode_device());
+}
 
+Translator::~Translator() = default;
+
+void Translator::plan_for_any_source() {
+  loaded_->plan_for(loaded_->shape.max_positions);
+}
+
+std::vector<std::vector<ScoredTranslation>> Translator::translate(
+    const std::vector<std::string>& lines, int nbest, std::ostream* progress,
+    TranslateStats* stats_out) {
+  Loaded& l = *loaded_;
+  const BeamOptions& beam = l.options.beam;
+  if (nbest < 1 || nbest > beam.beam)
+    throw std::invalid_argument("nbest: must be 1..beam (" + std::to_string(beam.beam) + "), got " +
+                                std::to_string(nbest));
   TranslateStats stats;
   stats.lines = static_cast<int64_t>(lines.size());
-  const ModelShape shape = model_shape_from(ckpt.config.model, vocab->size());
-  const int64_t max_positions = shape.max_positions;
-  EncodedLines encoded = encode_input_lines(lines, *vocab, max_positions);
+  const int64_t max_positions = l.shape.max_positions;
+  EncodedLines encoded = encode_input_lines(lines, *l.vocab, max_positions);
   std::vector<std::vector<int32_t>>& sources = encoded.ids;
   stats.empty = encoded.empty;
   stats.truncated = encoded.truncated;
@@ -117,23 +171,11 @@ std::vector<std::string> translate_lines(const TranslateOptions& options,
     *progress << "nmt-translate: warning: " << stats.truncated
               << " input lines cut to model.max_positions = " << max_positions << " tokens\n";
 
-  // Plan the model for this input.
   int64_t longest = 1;
-  for (const auto& s : sources)
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
-  const BeamOptions& beam = options.beam;
-  const DecodePlan plan = plan_decoding(beam, longest, max_positions, options.step_rows);
-  const int64_t max_rows = plan.max_rows;
-  Device device = options.device.value_or(default_decode_device());
-  Transformer model(shape, device, max_rows, plan.max_len);
-  load_model_weights(options.checkpoint, model.params());
-  BeamSearch search(model, beam);
-  if (progress)
-    *progress << "nmt-translate: checkpoint " << options.checkpoint << " (step " << ckpt.state.step
-              << "), vocabulary " << vocab_file << " (" << vocab->size() << " pieces), "
-              << model.params().total_elements() << " parameters on " << device_name(device)
-              << ", beam " << beam.beam << ", alpha " << beam.alpha << "\n"
-              << std::flush;
+  for (const auto& source : sources)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(source.size()));
+  l.plan_for(longest);
+  const int64_t max_rows = l.plan.max_rows;
 
   // Longest first: the largest batches run (and would fail on memory) first.
   std::vector<size_t> order;
@@ -142,28 +184,32 @@ std::vector<std::string> translate_lines(const TranslateOptions& options,
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
 
-  std::vector<std::string> out(lines.size());
+  std::vector<std::vector<ScoredTranslation>> out(lines.size(), {ScoredTranslation{}});
   auto start = Clock::now(), last_report = start;
   int64_t done = stats.empty;
   for (size_t first = 0; first < order.size();) {
     // Sorted longest first, so the group's first source sets every step's width.
     auto width = static_cast<int64_t>(sources[order[first]].size());
-    int64_t per_sentence = beam.beam * std::max(width, max_target_tokens(beam, width, model) + 1);
+    int64_t per_sentence =
+        beam.beam * std::max(width, max_target_tokens(beam, width, *l.model) + 1);
     auto count = static_cast<size_t>(std::max<int64_t>(1, max_rows / per_sentence));
     size_t last = std::min(order.size(), first + count);
     std::vector<std::vector<int32_t>> group;
     for (size_t k = first; k < last; ++k) group.push_back(sources[order[k]]);
-    std::vector<std::vector<Hypothesis>> found = search.search(group);
+    std::vector<std::vector<Hypothesis>> found = l.search->search(group);
     for (size_t k = first; k < last; ++k) {
-      const std::vector<int32_t>& best = found[k - first].front().tokens;
-      out[order[k]] = vocab->decode(best);
-      stats.output_tokens += static_cast<int64_t>(best.size());
+      const std::vector<Hypothesis>& list = found[k - first];
+      std::vector<ScoredTranslation>& entries = out[order[k]];
+      entries.clear();
+      for (size_t h = 0; h < list.size() && h < static_cast<size_t>(nbest); ++h)
+        entries.push_back({l.vocab->decode(list[h].tokens), list[h].score});
+      stats.output_tokens += static_cast<int64_t>(list.front().tokens.size());
     }
     done += static_cast<int64_t>(last - first);
     first = last;
     stats.seconds = seconds_since(start);
     if (progress && (seconds_since(last_report) >= 2.0 || first == order.size())) {
-      *progress << rate_line(stats, done, stats.lines) << "\n" << std::flush;
+      *progress << translate_progress_line(stats, done, stats.lines) << "\n" << std::flush;
       last_report = Clock::now();
     }
   }
@@ -176,6 +222,16 @@ std::vector<std::string> translate_lines(const TranslateOptions& options,
     *progress << line << std::flush;
   }
   if (stats_out) *stats_out = stats;
+  return out;
+}
+
+std::vector<std::string> translate_lines(const TranslateOptions& options,
+                                         const std::vector<std::string>& lines,
+                                         std::ostream* progress, TranslateStats* stats) {
+  Translator translator(options, progress);
+  std::vector<std::string> out;
+  for (auto& nbest : translator.translate(lines, 1, progress, stats))
+    out.push_back(std::move(nbest.front().text));
   return out;
 }
 

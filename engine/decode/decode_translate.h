@@ -1,9 +1,11 @@
 // Translating text with a checkpoint, the library behind nmt-translate: model and vocabulary from
 // the checkpoint, input lines encoded, beam-searched in length-sorted batches, detokenized back
-// into input order, with progress lines.
+// into input order, with progress lines (rate and ETA); n-best lists with scores; a Translator that
+// loads a checkpoint once for many calls (nmt-translate's streaming mode).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -30,6 +32,44 @@ struct TranslateStats {
   int64_t output_tokens = 0;
   double seconds = 0;  // decoding only (model load excluded)
 };
+
+// One hypothesis of an n-best list, detokenized.
+struct ScoredTranslation {
+  std::string text;
+  double score = 0;  // the beam's ranking: log-probability / length penalty (higher is better)
+};
+
+// A checkpoint and its vocabulary loaded once, for translating many calls' lines (one line at a
+// time in nmt-translate's streaming mode). The model is planned by the first call for its longest
+// line and planned again when a later call brings a longer one; plan_for_any_source() plans once
+// for the longest the model takes (model.max_positions), so no call replans.
+class Translator {
+ public:
+  // Throws std::invalid_argument for bad options or a missing vocabulary, CheckpointError for a
+  // missing or corrupt checkpoint. The checkpoint line goes to `progress` when the model is built.
+  Translator(const TranslateOptions& options, std::ostream* progress = nullptr);
+  ~Translator();
+  Translator(const Translator&) = delete;
+  Translator& operator=(const Translator&) = delete;
+
+  void plan_for_any_source();
+
+  // Up to `nbest` (1..beam) hypotheses per line, best first, in input order; an empty line (no
+  // tokens) gets one empty hypothesis scored 0. Progress lines (lines done, rate, ETA) go to
+  // `progress` when set. Throws std::invalid_argument naming the line for invalid UTF-8.
+  std::vector<std::vector<ScoredTranslation>> translate(const std::vector<std::string>& lines,
+                                                        int nbest = 1,
+                                                        std::ostream* progress = nullptr,
+                                                        TranslateStats* stats = nullptr);
+
+ private:
+  struct Loaded;
+  std::unique_ptr<Loaded> loaded_;
+};
+
+// "nmt-translate: 120/300 lines | 15.2 sentences/s | 410 tokens/s | eta 12 s": `done` of `total`
+// lines after `s.seconds` of decoding; the ETA is the remaining lines at the rate so far.
+std::string translate_progress_line(const TranslateStats& s, int64_t done, int64_t total);
 
 // One detokenized translation per input line (UTF-8, no '\n'), in input order. A trailing '\r' of a
 // line is ignored. Progress goes to `progress` when set. Throws std::invalid_argument naming the

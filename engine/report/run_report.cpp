@@ -13,6 +13,7 @@
 #include "engine/report/tensorboard_plugins.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/stream.h"
+#include "version/provenance.h"
 
 namespace nmt {
 
@@ -449,6 +450,10 @@ RunReporter::RunReporter(const RunConfig& cfg, std::ostream& out, bool resumed)
 
 void RunReporter::log_start(nlohmann::json record) {
   record["config"] = config_;
+  record["provenance"] = to_json(provenance());
+  invocation_ = {{"provenance", record["provenance"]},
+                 {"command_line", record.value("command_line", nlohmann::json::array())},
+                 {"config", config_}};
   if (tensorboard_) {
     // The session's metrics on the hparams dashboard: the last values of these eval scalars.
     std::vector<std::string> metrics = {"eval/" + eval_metric_name_, "eval/loss"};
@@ -520,6 +525,7 @@ void RunReporter::finish(const RunReport& report) {
   if (log_dir_.empty()) return;
   nlohmann::json j = to_json(report);
   if (metrics_) metrics_->write({{"event", "end"}, {"step", report.last_step}, {"report", j}});
+  for (const auto& [key, value] : invocation_.items()) j[key] = value;
   std::string path = log_dir_ + "/report.json";
   std::string temp = log_dir_ + "/.report.json.tmp-" + std::to_string(::getpid());
   {

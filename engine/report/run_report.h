@@ -158,8 +158,10 @@ class RunReporter {
  public:
   RunReporter(const RunConfig& cfg, std::ostream& out, bool resumed);
 
-  // The "start" or "resume" event (fields given by the caller); in TensorBoard, the resolved config
-  // as hyperparameters (the hparams dashboard), with the last dev score and loss as its metrics.
+  // The "start" or "resume" event: the caller's fields (with "command_line") plus the resolved
+  // config and the provenance (version/provenance.h); report.json repeats the three. In
+  // TensorBoard, the resolved config as hyperparameters (the hparams dashboard), with the last
+  // dev score and loss as its metrics.
   void log_start(nlohmann::json record);
   void log_train(const TrainRecord& r);
   // The evaluation's lines; in TensorBoard its scalars and, if any, its sample translations as a
@@ -175,8 +177,10 @@ class RunReporter {
  private:
   std::ostream& out_;
   std::string log_dir_;
-  nlohmann::json config_;         // the resolved config, in the start event (the run card reads it)
-  std::string eval_metric_name_;  // what eval_metric() will name the evaluations' score
+  // The "start" or "resume" event: the caller's fields (with "command_line") plus the resolved
+  // config and the provenance (version/provenance.h); report.json repeats the three. In
+  // TensorBoard, the resolved config as hyperparameters (the hparams dashboard), with the last
+  // dev score and loss as its metrics.
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
 };

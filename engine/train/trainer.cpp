@@ -461,7 +461,8 @@ TrainSummary TrainingRun::run() {
                         {"step", first_step},
                         {"checkpoint", null_if_empty(resumed_from_)},
                         {"parameters", model_->params().total_elements()},
-                        {"device", std::string(config_name(device_))}});
+                        {"device", std::string(config_name(device_))},
+                        {"command_line", options_.command_line}});
   if (first_step >= cfg_.train.max_steps)
     reporter_->log_message("nothing to train: step " + std::to_string(first_step) +
                            " already reaches train.max_steps " +

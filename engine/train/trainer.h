@@ -28,6 +28,8 @@ struct TrainOptions {
   // Under mpirun, train data-parallel over the job's ranks; false keeps this process alone (tests
   // compare a distributed run with a single-process one inside one MPI job).
   bool distributed = true;
+  // The program's command line (argv), recorded in the start event and report.json.
+  std::vector<std::string> command_line;
   // When set, receives the final fp32 master weights (flat, ParamStore layout).
   std::vector<float>* final_parameters = nullptr;
 };

@@ -11,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "data/bleu.h"
 #include "test/support/lib/scratch_dir.h"
 
 namespace nmt::test {
@@ -81,6 +82,13 @@ nlohmann::json run_oracle() {
 }
 
 }  // namespace
+
+std::string as_our_signature(const std::string& sacrebleu_signature) {
+  const std::string theirs = std::string("|version:") + kSacreBleuVersion;
+  if (!sacrebleu_signature.ends_with(theirs)) return sacrebleu_signature + " (not sacreBLEU's)";
+  return sacrebleu_signature.substr(0, sacrebleu_signature.size() - theirs.size()) +
+         "|version:" + metric_signature_version();
+}
 
 int run_command(const std::string& command, std::string& output) {
   output.clear();

@@ -12,6 +12,10 @@ namespace nmt::test {
 // committed fixture test/bleu/fixtures/expected.json (scripts/gen-bleu-fixtures.sh) instead.
 const nlohmann::json& sacrebleu_oracle();
 
+// sacreBLEU's signature with its version field ("version:2.6.0", which must be the release we
+// reproduce) replaced by ours (nmt::metric_signature_version()); the other fields stay as they are.
+std::string as_our_signature(const std::string& sacrebleu_signature);
+
 // Runs a shell command, returning its exit status and its stdout and stderr together.
 int run_command(const std::string& command, std::string& output);
 

@@ -37,7 +37,7 @@ void check_bleu(const nmt::BleuStats& bleu, const json& expected) {
   CHECK(bleu.sys_len == expected["sys_len"].get<int64_t>());
   CHECK(bleu.ref_len == expected["ref_len"].get<int64_t>());
   CHECK(std::abs(bleu.score - expected["score"].get<double>()) <= kScoreMargin);
-  CHECK(bleu.signature() == expected["signature"].get<std::string>());
+  CHECK(bleu.signature() == nmt::test::as_our_signature(expected["signature"]));
 }
 
 // "" when equal, else where the strings first differ with a little context (the code point sweep
@@ -79,7 +79,7 @@ TEST_CASE("corpus BLEU and chrF match sacreBLEU on variants of the dev sets") {
       options.word_order = expected["word_order"];
       const nmt::ChrfStats chrf = nmt::corpus_chrf(hyps, ref_streams, options);
       CHECK(std::abs(chrf.score - expected["score"].get<double>()) <= kScoreMargin);
-      CHECK(chrf.signature() == expected["signature"].get<std::string>());
+      CHECK(chrf.signature() == nmt::test::as_our_signature(expected["signature"]));
       CHECK(chrf.format(2) == expected["format"].get<std::string>());
     }
   }
@@ -99,7 +99,7 @@ TEST_CASE("sentence BLEU (effective order) and sentence chrF match sacreBLEU") {
     } else {
       const nmt::ChrfStats chrf = nmt::sentence_chrf(hyp, refs);
       CHECK(std::abs(chrf.score - expected["score"].get<double>()) <= kScoreMargin);
-      CHECK(chrf.signature() == expected["signature"].get<std::string>());
+      CHECK(chrf.signature() == nmt::test::as_our_signature(expected["signature"]));
     }
   }
 }

@@ -13,6 +13,7 @@
 #include "data/chrf.h"
 #include "test/bleu/oracle.h"
 #include "test/support/catch.h"
+#include "version/provenance.h"
 
 namespace {
 
@@ -72,12 +73,19 @@ TEST_CASE("Python lowercasing: final sigma, dotted capital I, non-ASCII letters"
   CHECK(lower_utf8("ÀÉÎÕÜ ǅ Ω ẞ Ⅻ Ａ") == "àéîõü ǆ ω ß ⅻ ａ");
 }
 
+TEST_CASE("the signatures name our tool and the sacreBLEU release it reproduces") {
+  CHECK(nmt::metric_signature_version() ==
+        std::string("nmt-bleu ") + nmt::project_version() + " (sacreBLEU 2.6 compatible)");
+  CHECK(std::string(nmt::kSacreBleuVersion).starts_with("2.6."));
+}
+
 TEST_CASE("corpus BLEU: hand-checked values and signatures") {
+  const std::string kOurs = nmt::metric_signature_version();
   const std::vector<std::string> refs = {"The cat sat on the mat .", "Hello world"};
   const nmt::BleuStats perfect = nmt::corpus_bleu(refs, refs);
   CHECK(std::abs(perfect.score - 100.0) <= 1e-9);
   CHECK(perfect.sys_len == 9);
-  CHECK(perfect.signature() == "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
+  CHECK(perfect.signature() == "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" + kOurs);
 
   // "the cat the cat" vs "The cat sat on the mat", lowercased: unigrams clip to the x2 + cat x1
   // of 4, bigrams "the cat" x2 clip to 1 (the reference has it once), "cat the" is not there.
@@ -88,9 +96,9 @@ TEST_CASE("corpus BLEU: hand-checked values and signatures") {
       nmt::corpus_bleu(Lines{"the cat the cat"}, Lines{"The cat sat on the mat"}, options);
   CHECK(bleu.counts == std::array<int64_t, 4>{3, 1, 0, 0});
   CHECK(bleu.totals == std::array<int64_t, 4>{4, 3, 2, 1});
-  CHECK(bleu.signature() == "nrefs:1|case:lc|eff:no|tok:intl|smooth:exp|version:2.6.0");
+  CHECK(bleu.signature() == "nrefs:1|case:lc|eff:no|tok:intl|smooth:exp|version:" + kOurs);
   CHECK(nmt::sentence_bleu("a b", Lines{"a b"}).signature() ==
-        "nrefs:1|case:mixed|eff:yes|tok:13a|smooth:exp|version:2.6.0");
+        "nrefs:1|case:mixed|eff:yes|tok:13a|smooth:exp|version:" + kOurs);
 
   const nmt::BleuStats empty = nmt::corpus_bleu(Lines{}, Lines{});
   CHECK(empty.score == 0.0);
@@ -119,6 +127,7 @@ TEST_CASE("BLEU and chrF input errors name the problem") {
 }
 
 TEST_CASE("chrF: signature, name and a perfect match") {
+  const std::string kOurs = nmt::metric_signature_version();
   nmt::ChrfOptions options;
   options.word_order = 2;
   const nmt::ChrfStats chrf =
@@ -126,7 +135,7 @@ TEST_CASE("chrF: signature, name and a perfect match") {
   CHECK(std::abs(chrf.score - 100.0) <= 1e-9);
   CHECK(chrf.name() == "chrF2++");
   CHECK(chrf.format() == "chrF2++ = 100.00");
-  CHECK(chrf.signature() == "nrefs:1|case:mixed|eff:yes|nc:6|nw:2|space:no|version:2.6.0");
+  CHECK(chrf.signature() == "nrefs:1|case:mixed|eff:yes|nc:6|nw:2|space:no|version:" + kOurs);
   CHECK(nmt::corpus_chrf(Lines{"abc"}, Lines{"xyz"}).score == 0.0);
 }
 

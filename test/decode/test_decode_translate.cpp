@@ -1,13 +1,17 @@
 // nmt-translate: translate_lines and the program on a checkpoint saved here, with a SentencePiece
 // vocabulary made by nmt-prep from 300 lines of bible-en-es: one output line per input line, in
-// input order, empty lines kept; invalid UTF-8, vocabulary and checkpoint errors named.
+// input order, empty lines kept; invalid UTF-8, vocabulary and checkpoint errors named; n-best
+// lists with scores, -i/-o files, the ETA, and the streaming mode answering line by line.
+#include <poll.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -124,6 +128,42 @@ TEST_CASE("translate_lines: one line out per line in, in input order, empty line
   std::vector<std::string> reversed_out = nmt::translate_lines(options(), reversed_in);
   CHECK(std::vector<std::string>(reversed_out.rbegin(), reversed_out.rend()) == out);
   CHECK(nmt::translate_lines(options(), {in[3]}) == std::vector<std::string>{out[3]});
+}
+
+TEST_CASE("Translator: n-best lists with scores, best first, the best as translate_lines",
+          "[decode][translate]") {
+  nmt::TranslateOptions o = options();
+  o.beam.beam = 3;
+  std::vector<std::string> in = input_lines();
+  const std::vector<std::string> best = nmt::translate_lines(o, in);
+  nmt::Translator translator(o);
+  const auto lists = translator.translate(in, 3);
+  REQUIRE(lists.size() == in.size());
+  for (size_t i = 0; i < lists.size(); ++i) {
+    INFO("line " << i);
+    REQUIRE(!lists[i].empty());
+    CHECK(lists[i].size() <= 3);
+    CHECK(lists[i].front().text == best[i]);
+    for (size_t h = 1; h < lists[i].size(); ++h) CHECK(lists[i][h].score <= lists[i][h - 1].score);
+  }
+  CHECK(lists[3].size() == 3);
+  CHECK(lists[3].front().score < 0);  // a log-probability over a length penalty
+  CHECK(lists[2].size() == 1);        // the empty line: one empty hypothesis scored 0
+  CHECK(lists[2].front().score == 0);
+  // The same translator again, one line at a time and planned for any source: the same lists.
+  translator.plan_for_any_source();
+  CHECK(translator.translate({in[3]}, 3).front().front().text == lists[3].front().text);
+  CHECK(contains(error_of([&] { translator.translate(in, 4); }), "nbest: must be 1..beam (3)"));
+}
+
+TEST_CASE("the progress line has the rate and an ETA", "[decode][translate]") {
+  nmt::TranslateStats stats;
+  stats.seconds = 10;
+  stats.empty = 1;
+  stats.output_tokens = 500;
+  // 4 lines decoded in 10 s (the empty one is free): 10 left take 25 s.
+  CHECK(nmt::translate_progress_line(stats, 5, 15) ==
+        "nmt-translate: 5/15 lines | 0.4 sentences/s | 50 tokens/s | eta 25 s");
 }
 
 TEST_CASE("translate_lines: input, vocabulary and checkpoint errors are named",
@@ -252,6 +292,9 @@ TEST_CASE("nmt-translate end to end: stdin to stdout, progress on stderr, errors
     reversed += line + "\n";
   CHECK(reverse.out == reversed);
 
+  CHECK(contains(ok.err, "9/9 lines"));
+  CHECK(contains(ok.err, "| eta "));
+
   Run bad_text = run_translate(base + setup().checkpoint, {"fine", "not \xc3\x28 fine"});
   CHECK(bad_text.exit_code != 0);
   CHECK(bad_text.out.empty());
@@ -285,5 +328,95 @@ TEST_CASE("nmt-translate: a checkpoint carries its vocabulary; --checkpoint take
   CHECK(from_dir.out == expected.out);
   CHECK(contains(from_dir.err, ckpt_dir + " is a checkpoint.dir: using " + ckpt_dir +
                                    "/ckpt-1 (the newest; no best recorded)"));
+}
+
+TEST_CASE("nmt-translate -i/-o files and --nbest lines 'ID ||| TEXT ||| SCORE'",
+          "[decode][translate][app]") {
+  const std::string base =
+      "--device cpu --max-len-a 0.5 --max-len-b 4 --beam 3 --checkpoint " + setup().checkpoint;
+  std::vector<std::string> in = input_lines();
+  nmt::TranslateOptions o = options();
+  o.beam.beam = 3;
+  const std::vector<std::string> best = nmt::translate_lines(o, in);
+
+  nmt::test::ScratchDir dir("nmt-translate-io");
+  write_lines(dir.file("in.txt"), in);
+  Run files =
+      run_translate(base + " -i " + dir.file("in.txt") + " -o " + dir.file("out.txt"), {"ignored"});
+  INFO(files.err);
+  REQUIRE(files.exit_code == 0);
+  CHECK(files.out.empty());
+  CHECK(read_lines(dir.file("out.txt"), 0, 100) == best);
+
+  Run nbest = run_translate(base + " --nbest 2", in);
+  REQUIRE(nbest.exit_code == 0);
+  std::istringstream lines(nbest.out);
+  std::string line;
+  std::vector<int> per_id(in.size(), 0);
+  const std::regex entry(R"((\d+) \|\|\| (.*) \|\|\| (-?\d+\.\d{6}))");
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    REQUIRE(std::regex_match(line, m, entry));
+    const size_t id = std::stoul(m[1]);
+    REQUIRE(id < in.size());
+    if (per_id[id]++ == 0) CHECK(m[2] == best[id]);
+  }
+  for (size_t id = 0; id < in.size(); ++id) CHECK(per_id[id] == (id == 2 || id == 5 ? 1 : 2));
+
+  Run too_many = run_translate(base + " --nbest 4", in);
+  CHECK(too_many.exit_code == 2);
+  CHECK(contains(too_many.err, "--nbest 4 exceeds --beam 3"));
+}
+
+TEST_CASE("nmt-translate --interactive answers each line before the next arrives",
+          "[decode][translate][app]") {
+  const std::vector<std::string> in = input_lines();
+  const std::vector<std::string> best = nmt::translate_lines(options(), {in[0], in[1]});
+  int to_child[2], from_child[2];
+  REQUIRE(::pipe(to_child) == 0);
+  REQUIRE(::pipe(from_child) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(to_child[0], 0);
+    ::dup2(from_child[1], 1);
+    for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+    ::execl(NMT_TRANSLATE_BINARY, NMT_TRANSLATE_BINARY, "--interactive", "--device", "cpu",
+            "--max-len-a", "0.5", "--max-len-b", "4", "--checkpoint", setup().checkpoint.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  // One line of the child's output, waiting at most two minutes.
+  std::string pending;
+  auto next_line = [&]() -> std::string {
+    for (;;) {
+      if (size_t end = pending.find('\n'); end != std::string::npos) {
+        std::string line = pending.substr(0, end);
+        pending.erase(0, end + 1);
+        return line;
+      }
+      pollfd ready{from_child[0], POLLIN, 0};
+      if (::poll(&ready, 1, 120000) <= 0) return "<timed out>";
+      char buffer[4096];
+      const ssize_t n = ::read(from_child[0], buffer, sizeof buffer);
+      if (n <= 0) return "<closed>";
+      pending.append(buffer, static_cast<size_t>(n));
+    }
+  };
+  const std::string first = in[0] + "\n", second = in[1] + "\n";
+  REQUIRE(::write(to_child[1], first.data(), first.size()) == static_cast<ssize_t>(first.size()));
+  CHECK(next_line() == best[0]);  // stdin is still open: the answer came as the line arrived
+  REQUIRE(::write(to_child[1], second.data(), second.size()) ==
+          static_cast<ssize_t>(second.size()));
+  ::close(to_child[1]);
+  CHECK(next_line() == best[1]);
+  CHECK(next_line() == "<closed>");
+  ::close(from_child[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 #endif

@@ -23,6 +23,7 @@
 #include "test/engine/train_program.h"
 #include "test/support/catch.h"
 #include "test/support/tiny_run_config.h"
+#include "version/provenance.h"
 
 namespace {
 
@@ -122,11 +123,18 @@ TEST_CASE("metrics.jsonl: one JSON object per log interval with every field, eva
   ScratchDir dir("nmt-train-metrics");
   nmt::RunConfig c = logged_config(dir.path());
   std::ostringstream log;
-  nmt::run_training(c, log);
+  nmt::TrainOptions options;
+  options.command_line = {"nmt-train", "--config", "run.json"};
+  nmt::run_training(c, log, options);
   INFO(log.str());
   std::vector<nlohmann::json> records = read_jsonl(c.log.dir + "/metrics.jsonl");
   REQUIRE(!records.empty());
   CHECK(records.front()["event"] == "start");
+  // Provenance: what built the run, how it was started, with what config.
+  const nlohmann::json& start = records.front();
+  CHECK(start["provenance"] == nmt::to_json(nmt::provenance()));
+  CHECK(start["command_line"] == nlohmann::json(options.command_line));
+  CHECK(start["config"]["train"]["max_steps"] == 20);
   CHECK(records.back()["event"] == "end");
 
   std::vector<nlohmann::json> train = events(records, "train");
@@ -169,6 +177,9 @@ TEST_CASE("metrics.jsonl: one JSON object per log interval with every field, eva
   CHECK(report["best_metric"]["value"] == evals[1]["greedy_token_accuracy"]);
   CHECK(report["best_checkpoint"] == c.checkpoint.dir + "/ckpt-20");
   CHECK(report["last_checkpoint_bytes"].get<int64_t>() > 0);
+  CHECK(report["provenance"] == start["provenance"]);
+  CHECK(report["command_line"] == start["command_line"]);
+  CHECK(report["config"] == start["config"]);
   CHECK(log.str().find("run report: steps 1..20") != std::string::npos);
 }
 
