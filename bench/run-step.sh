@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU-machine cycle of the whole-step benchmark (issue 4): builds bench-step (sm_90a) unless
 # BENCH_STEP_BIN names a binary that runs here, times ours (bf16, fp16, fp32 base; bf16 big) and
-# bench/torch_step.py (eager and torch.compile base, with a profiler table; compile big) in the same
+# bench/torch_step.py (its own layers eager and compiled, base, with a profiler table; nn.Transformer's
+# layers compiled, base and big) in the same
 # call, and prints the step-time table, then where one step's GPU time goes: a per-kernel table
 # (kernel, kind, launches, ms per step, share; bench/step_kernels.py) from ncu over timed steps of
 # ours in bf16 base (bench-step brackets its timed steps with cudaProfilerStart/Stop, so set-up and
@@ -105,8 +106,10 @@ ours bf16 big
 if [[ "${TORCH:-1}" != 0 ]]; then
   torch_step eager base
   torch_step compile base --profile 3
-  torch_step compile big
-  [[ "${LARGE:-0}" == 1 ]] && torch_step compile base --batch 256
+  # nn.Transformer's own layers + compile: the fastest setup a user would pick (DEVICE.md)
+  torch_step compile base --impl nn
+  torch_step compile big --impl nn
+  [[ "${LARGE:-0}" == 1 ]] && torch_step compile base --batch 256 --impl nn
 fi
 
 PROFILE_STEPS=${PROFILE_STEPS:-2}

@@ -8,7 +8,7 @@ torch.compile. Same fixed batch of random full-length sentences, same timing (CU
 zero_grad + forward + backward + optimizer step, synchronised every step, median after warmup),
 same JSON fields as bench-step.
 
-usage: torch_step.py [--model base|big] [--mode eager|compile] [--precision bf16|fp32]
+usage: torch_step.py [--model base|big] [--mode eager|compile] [--impl ours|nn] [--precision bf16|fp32]
          [--batch 128] [--src-len 64] [--tgt-len 64] [--vocab 32768] [--warmup 10] [--steps 50]
          [--norm post|pre] [--profile N] [--json out.json]
 """
@@ -126,6 +126,30 @@ class Seq2Seq(nn.Module):
         return loss / tokens
 
 
+class NNTransformerSeq2Seq(Seq2Seq):
+    """The same model as PyTorch's own nn.Transformer builds it (the setup a user would pick, faster
+    under torch.compile than the hand-written layers above): nn.TransformerEncoder/DecoderLayer with
+    SDPA inside, a causal mask flagged as such, the same embeddings, tied output and loss."""
+
+    def __init__(self, vocab, d, heads, ffn, layers, dropout, pre_norm, max_len):
+        super().__init__(vocab, d, heads, ffn, 0, dropout, pre_norm, max_len)
+        self.transformer = nn.Transformer(d_model=d, nhead=heads, num_encoder_layers=layers,
+                                          num_decoder_layers=layers, dim_feedforward=ffn,
+                                          dropout=dropout, batch_first=True, norm_first=pre_norm,
+                                          layer_norm_eps=1e-6)
+        self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(max_len),
+                             persistent=False)
+
+    def forward(self, src, tgt_in, tgt_out, tokens):
+        length = tgt_in.shape[1]
+        y = self.transformer(self.embed_tokens(src), self.embed_tokens(tgt_in),
+                             tgt_mask=self.causal[:length, :length], tgt_is_causal=True)
+        logits = F.linear(y, self.embed.weight)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD,
+                               label_smoothing=0.1, reduction="sum")
+        return loss / tokens
+
+
 def forward_matmul_flops(d, ffn, layers, vocab, batch, src_len, tgt_len):
     """engine/model/flop_count.cpp: the forward pass's matrix products on the padded shapes."""
     src_rows, tgt_rows = batch * src_len, batch * tgt_len
@@ -167,6 +191,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=SHAPES, default="base")
     ap.add_argument("--mode", choices=["eager", "compile"], default="compile")
+    ap.add_argument("--impl", choices=["ours", "nn"], default="ours",
+                    help="ours: the hand-written layers (our architecture op for op); nn: "
+                         "nn.Transformer's own layers")
     ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--norm", choices=["post", "pre"], default="post")
     ap.add_argument("--batch", type=int, default=128)
@@ -186,8 +213,9 @@ def main():
 
     torch.manual_seed(args.seed)
     d, heads, ffn, layers = SHAPES[args.model]
-    model = Seq2Seq(args.vocab, d, heads, ffn, layers, 0.1, args.norm == "pre",
-                    max(args.src_len, args.tgt_len)).cuda()
+    model_class = NNTransformerSeq2Seq if args.impl == "nn" else Seq2Seq
+    model = model_class(args.vocab, d, heads, ffn, layers, 0.1, args.norm == "pre",
+                        max(args.src_len, args.tgt_len)).cuda()
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9,
                                  fused=True)
     step_fn = torch.compile(model) if args.mode == "compile" else model
@@ -222,11 +250,11 @@ def main():
     name = torch.cuda.get_device_name()
     flops = 3 * forward_matmul_flops(d, ffn, layers, args.vocab, args.batch, args.src_len, args.tgt_len)
     peak = peak_flops(name, args.precision)
-    config = f"torch {args.mode} {args.precision} {args.model}"
+    config = f"torch{' nn.Transformer' if args.impl == 'nn' else ''} {args.mode} {args.precision} {args.model}"
     if args.batch != 128:
         config += f" {args.batch}x{args.tgt_len}"
     result = {
-        "config": config, "impl": f"torch-{args.mode}", "model": args.model,
+        "config": config, "impl": f"torch-{args.impl}-{args.mode}", "model": args.model,
         "precision": args.precision, "norm": args.norm, "device": name, "batch": args.batch,
         "src_len": args.src_len, "tgt_len": args.tgt_len, "vocab": args.vocab,
         "params": sum(p.numel() for p in model.parameters()), "warmup": args.warmup,
