@@ -177,10 +177,9 @@ class RunReporter {
  private:
   std::ostream& out_;
   std::string log_dir_;
-  // The "start" or "resume" event: the caller's fields (with "command_line") plus the resolved
-  // config and the provenance (version/provenance.h); report.json repeats the three. In
-  // TensorBoard, the resolved config as hyperparameters (the hparams dashboard), with the last
-  // dev score and loss as its metrics.
+  nlohmann::json config_;         // the resolved config, in the start event (the run card reads it)
+  nlohmann::json invocation_;     // {"provenance", "command_line", "config"} for report.json
+  std::string eval_metric_name_;  // what eval_metric() will name the evaluations' score
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
 };
