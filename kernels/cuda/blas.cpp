@@ -1,8 +1,9 @@
 // cuBLAS / cuBLASLt handles and the cached cuBLASLt matrix product.
 #include "kernels/cuda/blas.h"
 
-#include <cstdlib>
+#include <atomic>
 #include <compare>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -244,18 +245,33 @@ void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const v
   run_matmul(g, a, b, c, bias, false, alpha, stream);
 }
 
+namespace {
+
+// -1: not decided yet (NMT_BIAS_GRAD_EPILOGUE read at first use), else 0 or 1.
+std::atomic<int> bias_grad_epilogue_setting{-1};
+
+}  // namespace
+
+void set_bias_grad_epilogue(bool on) {
+  bias_grad_epilogue_setting.store(on ? 1 : 0);
+}
+
+bool bias_grad_epilogue() {
+  int setting = bias_grad_epilogue_setting.load();
+  if (setting < 0) {
+    const char* value = std::getenv("NMT_BIAS_GRAD_EPILOGUE");
+    setting = value != nullptr && std::string(value) == "1" ? 1 : 0;
+    bias_grad_epilogue_setting.store(setting);
+  }
+  return setting == 1;
+}
+
 bool lt_matmul_bias_grad(const LtMatmul& g, const void* a, const void* b, void* c, void* bias_grad,
                          float alpha, cudaStream_t stream) {
   if (g.relu || bias_grad == nullptr)
     throw std::invalid_argument("lt_matmul_bias_grad: needs a bias-gradient vector and no ReLU");
   if (g.m == 0 || g.n == 0 || g.k == 0) return false;
-  // NMT_BIAS_GRAD_EPILOGUE=0 turns the epilogue off (the column-sum kernels instead): a switch to
-  // time one path against the other on a new card or toolkit (docs/cuda.md).
-  static const bool enabled = [] {
-    const char* value = std::getenv("NMT_BIAS_GRAD_EPILOGUE");
-    return value == nullptr || std::string(value) != "0";
-  }();
-  if (!enabled) return false;
+  if (!bias_grad_epilogue()) return false;
   return run_matmul(g, a, b, c, bias_grad, true, alpha, stream);
 }
 

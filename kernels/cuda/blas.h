@@ -35,6 +35,13 @@ struct LtMatmul {
 void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const void* bias,
                float alpha, cudaStream_t stream);
 
+// Whether lt_matmul_bias_grad uses cuBLASLt's BGRADB epilogue (else it returns false and callers
+// take the column sums of reduce.h). Off by default: on the H100 cuBLASLt ran the epilogue as a
+// kernel of its own and a base step took 12.58 ms with it against 12.37 ms without (docs/perf.md).
+// NMT_BIAS_GRAD_EPILOGUE=1 in the environment, or set_bias_grad_epilogue(true), turns it on.
+void set_bias_grad_epilogue(bool on);
+bool bias_grad_epilogue();
+
 // The same product with cuBLASLt's BGRADB epilogue: bias_grad [n] of c_type is written (=) with
 // the column sums of op(B) (the sum over k), in the product's own epilogue. Returns false, and
 // runs nothing, when cuBLASLt has no algorithm for it (the answer is cached per shape), so the

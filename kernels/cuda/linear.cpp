@@ -4,7 +4,7 @@
 //   dx = dy W       ->  dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows)
 //   dW += dyᵀ x     ->  dWᵀ (in x out) += xᵀ (in x rows) · op_T(dyᵀ) (rows x out), fp32 output
 // db = column sums of dy = the sums over k of op(B) in the dW product: cuBLASLt's BGRADB epilogue
-// computes them while that product reads dy anyway. The epilogue writes (=) where our contract
+// can compute them while that product reads dy anyway (opt-in: blas.h's bias_grad_epilogue). The epilogue writes (=) where our contract
 // accumulates (+=: update_freq > 1 sums micro-batches into the same gradient), so it writes into
 // scratch and a tiny add of `out` floats follows. Where cuBLASLt offers no such algorithm (or there
 // is no dW product) db is the deterministic column sum of reduce.h, two kernels that read dy again.

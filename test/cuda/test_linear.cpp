@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/blas.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/linear.h"
 #include "test/cuda/gpu_test_util.h"
@@ -37,6 +38,9 @@ CpuLinear cpu_linear(std::vector<float> x, std::vector<float> w, std::vector<flo
 }  // namespace
 
 TEST_CASE("cuda linear matches the CPU reference", "[cuda][linear]") {
+  const bool epilogue = GENERATE(true, false);  // db by the BGRADB epilogue, or by column sums
+  cuda::set_bias_grad_epilogue(epilogue);
+  INFO("bias-gradient epilogue " << epilogue);
   struct Case {
     int64_t rows, in, out;
   };
@@ -98,6 +102,9 @@ TEST_CASE("cuda linear matches the CPU reference", "[cuda][linear]") {
 
 TEST_CASE("cuda linear backward accumulates db over micro-batches, the same bits every run",
           "[cuda][linear]") {
+  const bool epilogue = GENERATE(true, false);
+  cuda::set_bias_grad_epilogue(epilogue);
+  INFO("bias-gradient epilogue " << epilogue);
   // db (and dW) are accumulated (+=) by contract: with update_freq > 1 the second micro-batch adds
   // to the first one's sums. The bias-gradient epilogue writes, so this pins the add that follows
   // it. Rows 4099 make cuBLASLt's k long enough for split-k algorithms.
