@@ -138,15 +138,16 @@ BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
     : model_(model), options_(options), candidates_arena_(Arena::planner(model.device())) {
   validate_beam_options(options);
   plan_candidates();
-  // Groups keep sentences * rows_needed <= max_rows, and rows_needed is smallest for one-token
-  // sources: that bounds the hypotheses of a step. Each cache holds max_rows positions, which is
-  // what a group's sentences * beam * max(source, prefix) may reach.
-  int64_t sentences = std::max<int64_t>(1, model.max_rows() / rows_needed(1, 1));
+  // The caches hold cache_rows() positions: a group's sentences * beam * max(source, prefix) may
+  // reach that, and rows_needed is smallest for one-token sources, which bounds the hypotheses of
+  // a step, as does the model's plan (a step's activations are its buffers).
+  const int64_t sentences = std::max<int64_t>(
+      1, std::min(model.max_rows() / options.beam, cache_rows() / rows_needed(1, 1)));
   IncrementalCapacity capacity;
   capacity.rows = sentences * options.beam;
   capacity.source_len = model.max_len();
   capacity.positions = model.max_len();
-  capacity.cache_rows = model.max_rows();
+  capacity.cache_rows = cache_rows();
   decoder_ = std::make_unique<IncrementalDecoder>(model, capacity);
 }
 
@@ -170,6 +171,17 @@ void BeamSearch::plan_candidates() {
     candidate_values_ =
         candidates_arena_.allocate("beam.candidate_values", DType::f32, rows * (k + 2));
   }
+}
+
+int64_t BeamSearch::cache_rows() const {
+  return model_.max_rows() * (model_.device() == Device::cuda ? kDeviceCacheScale : 1);
+}
+
+bool BeamSearch::group_fits(int64_t sentences, int64_t padded_source,
+                            int64_t longest_source) const {
+  return sentences * padded_source <= model_.max_rows() &&  // the encoder's plan
+         sentences * options_.beam <= model_.max_rows() &&  // a step's rows
+         sentences * rows_needed(padded_source, longest_source) <= cache_rows();  // the caches
 }
 
 int64_t BeamSearch::rows_needed(int64_t padded_source, int64_t longest_source) const {
@@ -208,7 +220,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search(
     // Group lengths grow monotonically, so the group's need is set by its longest source.
     int64_t longest = std::max(group_longest, length);
     auto sentences = static_cast<int64_t>(group.size()) + 1;
-    if (!group.empty() && sentences * rows_needed(longest, longest) > model_.max_rows()) flush();
+    if (!group.empty() && !group_fits(sentences, padded_length(longest), longest)) flush();
     group.push_back(sources[i]);
     group_ids.push_back(static_cast<int64_t>(i));
     group_longest = std::max(group_longest, length);
@@ -224,8 +236,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search(const Batch& batch) {
     fits = fits && length > 0;
     longest = std::max<int64_t>(longest, length);
   }
-  if (fits && batch.sentences * rows_needed(batch.src_len, longest) <= model_.max_rows())
-    return search_fitting(batch);
+  if (fits && group_fits(batch.sentences, batch.src_len, longest)) return search_fitting(batch);
   std::vector<std::vector<int32_t>> sources(static_cast<size_t>(batch.sentences));
   for (int64_t i = 0; i < batch.sentences; ++i) {
     auto begin = batch.src.begin() + i * batch.src_len;

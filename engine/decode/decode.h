@@ -39,6 +39,13 @@ struct Hypothesis {
   double score = 0;             // log_prob / length_penalty(length + 1, alpha): the ranking
 };
 
+// On the GPU the decoder's caches hold this many times the model's planned rows, so a group may
+// hold more sentences than one training batch's rows of tokens (fewer groups, fewer sequential
+// steps: a dev evaluation's decoding is mostly launch-bound steps). Costs (4 * decoder layers + 1)
+// * kDeviceCacheScale * max_rows * d_model activations while a search lives (about 1.7 GB for
+// Transformer-base over 16k-token batches in bf16).
+inline constexpr int64_t kDeviceCacheScale = 4;
+
 class BeamSearch {
  public:
   // The model's plan (max_rows, max_len) bounds every batch: sources are split into groups where
@@ -66,6 +73,11 @@ class BeamSearch {
  private:
   // Rows one sentence needs at its longest step: beam * max(source, longest prefix).
   int64_t rows_needed(int64_t padded_source, int64_t longest_source) const;
+  // Positions each decoder cache holds: max_rows, times kDeviceCacheScale on the GPU.
+  int64_t cache_rows() const;
+  // Whether `sentences` sources (padded length, longest real length) decode as one group: the
+  // encoder's plan, a step's rows and the caches all hold them.
+  bool group_fits(int64_t sentences, int64_t padded_source, int64_t longest_source) const;
   std::vector<std::vector<Hypothesis>> search_fitting(const Batch& batch);
   // On the GPU: the device buffers of logits_top_k's outputs (max_rows rows).
   void plan_candidates();
