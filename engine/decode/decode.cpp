@@ -135,7 +135,10 @@ int64_t max_target_tokens(const BeamOptions& o, int64_t source_tokens, const Tra
 }
 
 BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
-    : model_(model), options_(options), candidates_arena_(Arena::planner(model.device())) {
+    : model_(model),
+      options_(options),
+      cache_scale_(model.device() == Device::cuda ? kDeviceCacheScale : 1),
+      candidates_arena_(Arena::planner(model.device())) {
   validate_beam_options(options);
   plan_candidates();
   // The caches hold cache_rows() positions: a group's sentences * beam * max(source, prefix) may
@@ -174,7 +177,7 @@ void BeamSearch::plan_candidates() {
 }
 
 int64_t BeamSearch::cache_rows() const {
-  return model_.max_rows() * (model_.device() == Device::cuda ? kDeviceCacheScale : 1);
+  return model_.max_rows() * cache_scale_;
 }
 
 bool BeamSearch::group_fits(int64_t sentences, int64_t padded_source,

@@ -73,7 +73,7 @@ class BeamSearch {
  private:
   // Rows one sentence needs at its longest step: beam * max(source, longest prefix).
   int64_t rows_needed(int64_t padded_source, int64_t longest_source) const;
-  // Positions each decoder cache holds: max_rows, times kDeviceCacheScale on the GPU.
+  // Positions each decoder cache holds: max_rows * cache_scale_.
   int64_t cache_rows() const;
   // Whether `sentences` sources (padded length, longest real length) decode as one group: the
   // encoder's plan, a step's rows and the caches all hold them.
@@ -89,6 +89,9 @@ class BeamSearch {
 
   Transformer& model_;
   BeamOptions options_;
+  // kDeviceCacheScale with the IncrementalDecoder on the GPU; 1 on the CPU and for a given
+  // StepDecoder (the tests' full-prefix decoder runs whole prefixes through the model's plan).
+  int64_t cache_scale_ = 1;
   std::unique_ptr<StepDecoder> decoder_;  // planned once, for the largest group the plan admits
   Arena candidates_arena_;                // on the GPU: logits_top_k's outputs for max_rows rows
   Buffer candidate_ids_, candidate_values_;

@@ -11,10 +11,11 @@
 #include "data/bleu_io.h"
 #include "test/bleu/oracle.h"
 #include "test/support/catch.h"
+#include "test/support/lib/scratch_dir.h"
 
 namespace {
 
-const std::string kRefPath = "../shared/data/lohelp-en-de/dev.de";
+const std::string kRefPath = nmt::test::shared_data_dir() + "/lohelp-en-de/dev.de";
 
 struct Files {
   std::string dir, ref, ref2, hyp;

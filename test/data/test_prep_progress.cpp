@@ -14,6 +14,7 @@
 #include "data/prep_progress.h"
 #include "test/data/data_test_util.h"
 #include "test/support/catch.h"
+#include "test/support/lib/scratch_dir.h"
 
 using nmt::test::contains;
 using nmt::test::error_of;
@@ -24,7 +25,7 @@ using nmt::test::write_text;
 
 namespace {
 
-const std::string kBible = "../shared/data/bible-en-es/";
+const std::string kBible = nmt::test::shared_data_dir() + "/bible-en-es/";
 
 nmt::PrepOptions bible_slice(const ScratchDir& dir, size_t lines) {
   write_text(dir.file("train.en"), join_lines(head_lines(kBible + "train.en", lines)));

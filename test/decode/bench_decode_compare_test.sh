@@ -5,7 +5,7 @@
 #   bench_decode_compare_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
-corpus=../shared/data/bible-en-es
+corpus=${NMT_DATA_ROOT:-../shared/data}/bible-en-es
 if [[ ! -f $corpus/train.en ]] || ! command -v python3 >/dev/null; then
   echo "SKIPPED: needs $corpus and python3"
   exit 77

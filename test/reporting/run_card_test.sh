@@ -8,7 +8,7 @@
 # corpus or python3.
 set -uo pipefail
 mode=$1 prep=$2 train=$3 report=$4
-corpus=../shared/data/bible-en-es
+corpus=${NMT_DATA_ROOT:-../shared/data}/bible-en-es
 if [[ ! -f $corpus/train.en ]] || ! command -v python3 >/dev/null; then
   echo "SKIPPED: needs $corpus and python3"
   exit 77
