@@ -96,19 +96,26 @@ __device__ __forceinline__ Philox4 dropout_block(const RngKey& key, uint64_t blo
                     static_cast<uint32_t>(key.seed >> 32));
 }
 
+// The factors of the four elements of `block` (one Philox call): keep_scale where the element is
+// kept, 0 where it is dropped.
+__device__ __forceinline__ void dropout_scales(const RngKey& key, int64_t block, float p,
+                                               float keep_scale, float scales[4]) {
+  const Philox4 draw = dropout_block(key, static_cast<uint64_t>(block));
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float uniform = static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f);
+    scales[j] = uniform >= p ? keep_scale : 0.0f;
+  }
+}
+
 // One thread per block of four elements (one Philox call). y may alias x.
 template <typename T, bool PACKED>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_scale, RngKey key) {
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t first = block * 4;
   if (first >= n) return;
-  const Philox4 draw = dropout_block(key, static_cast<uint64_t>(block));
   float scales[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float uniform = static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f);
-    scales[j] = uniform >= p ? keep_scale : 0.0f;
-  }
+  dropout_scales(key, block, p, keep_scale, scales);
   if (PACKED && first + 4 <= n) {
     using P = Pack<T, 4>;
     const P in = reinterpret_cast<const P*>(x)[block];
@@ -133,13 +140,8 @@ __global__ void dropout_residual_add_kernel(const T* a, const T* b, T* y, int64_
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t first = block * 4;
   if (first >= n) return;
-  const Philox4 draw = dropout_block(key, static_cast<uint64_t>(block));
   float scales[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float uniform = static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f);
-    scales[j] = uniform >= p ? keep_scale : 0.0f;
-  }
+  dropout_scales(key, block, p, keep_scale, scales);
   const auto sum = [&](T av, T bv, float scale) {
     const T dropped = from_float<T>(__fmul_rn(to_float(bv), scale));
     return from_float<T>(__fadd_rn(to_float(av), to_float(dropped)));

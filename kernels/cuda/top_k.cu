@@ -23,10 +23,8 @@ __device__ __forceinline__ bool ranks_before(float value, int32_t id, float othe
   return value > other_value || (value == other_value && id < other_id);
 }
 
-// Block-wide arg-max of (value, id) by ranks_before, returned to every thread. `values` and
-// `ids` hold 32 entries each; ends with a barrier, so they may be reused right after.
-__device__ __forceinline__ void block_best(float& value, int32_t& id, float* values, int32_t* ids) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+// Warp-wide arg-max of (value, id) by ranks_before, returned to every lane (butterfly).
+__device__ __forceinline__ void warp_best(float& value, int32_t& id) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) {
     const float other_value = __shfl_xor_sync(0xffffffffu, value, offset);
@@ -36,6 +34,13 @@ __device__ __forceinline__ void block_best(float& value, int32_t& id, float* val
       id = other_id;
     }
   }
+}
+
+// Block-wide arg-max of (value, id) by ranks_before, returned to every thread. `values` and
+// `ids` hold 32 entries each; ends with a barrier, so they may be reused right after.
+__device__ __forceinline__ void block_best(float& value, int32_t& id, float* values, int32_t* ids) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  warp_best(value, id);
   if (lane == 0) {
     values[warp] = value;
     ids[warp] = id;
@@ -43,15 +48,7 @@ __device__ __forceinline__ void block_best(float& value, int32_t& id, float* val
   __syncthreads();
   value = lane < warps ? values[lane] : -INFINITY;
   id = lane < warps ? ids[lane] : INT_MAX;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float other_value = __shfl_xor_sync(0xffffffffu, value, offset);
-    const int32_t other_id = __shfl_xor_sync(0xffffffffu, id, offset);
-    if (ranks_before(other_value, other_id, value, id)) {
-      value = other_value;
-      id = other_id;
-    }
-  }
+  warp_best(value, id);
   __syncthreads();
 }
 
