@@ -11,12 +11,21 @@
 
 #include "engine/decode/incremental_decoder.h"
 #include "engine/model/host_copy.h"
+#include "kernels/cuda/stream.h"
 #include "kernels/decode_ops.h"
 #include "kernels/elementwise.h"
 
 namespace nmt {
 
 namespace {
+
+// Bytes of the decoder's caches at cache scale 1: every decoder layer's self- and cross-attention
+// keys and values plus the reorder's spare, max_rows positions each.
+size_t cache_unit_bytes(const Transformer& model) {
+  const ModelShape& shape = model.shape();
+  return static_cast<size_t>(4 * shape.decoder_layers + 1) * static_cast<size_t>(model.max_rows()) *
+         static_cast<size_t>(shape.d_model) * dtype_size(shape.compute_dtype);
+}
 
 struct LiveHypothesis {
   std::vector<int32_t> tokens;  // [generated] ids, no bos
@@ -137,7 +146,9 @@ int64_t max_target_tokens(const BeamOptions& o, int64_t source_tokens, const Tra
 BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
     : model_(model),
       options_(options),
-      cache_scale_(model.device() == Device::cuda ? kDeviceCacheScale : 1),
+      cache_scale_(model.device() == Device::cuda
+                       ? device_cache_scale(cache_unit_bytes(model), cuda::free_device_memory())
+                       : 1),
       candidates_arena_(Arena::planner(model.device())) {
   validate_beam_options(options);
   plan_candidates();
@@ -174,6 +185,14 @@ void BeamSearch::plan_candidates() {
     candidate_values_ =
         candidates_arena_.allocate("beam.candidate_values", DType::f32, rows * (k + 2));
   }
+}
+
+int64_t device_cache_scale(size_t unit_bytes, size_t free_bytes) {
+  for (int64_t scale = kDeviceCacheScale; scale > 1; scale /= 2)
+    if (static_cast<double>(unit_bytes) * static_cast<double>(scale) <=
+        0.5 * static_cast<double>(free_bytes))
+      return scale;
+  return 1;
 }
 
 int64_t BeamSearch::cache_rows() const {

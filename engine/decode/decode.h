@@ -39,12 +39,17 @@ struct Hypothesis {
   double score = 0;             // log_prob / length_penalty(length + 1, alpha): the ranking
 };
 
-// On the GPU the decoder's caches hold this many times the model's planned rows, so a group may
-// hold more sentences than one training batch's rows of tokens (fewer groups, fewer sequential
-// steps: a dev evaluation's decoding is mostly launch-bound steps). Costs (4 * decoder layers + 1)
-// * kDeviceCacheScale * max_rows * d_model activations while a search lives (about 1.7 GB for
-// Transformer-base over 16k-token batches in bf16).
+// On the GPU the decoder's caches hold up to this many times the model's planned rows, so a group
+// may hold more sentences than one training batch's rows of tokens (fewer groups, fewer sequential
+// steps: a dev evaluation's decoding is mostly launch-bound steps). At scale 4 the caches take
+// (4 * decoder layers + 1) * 4 * max_rows * d_model activations while a search lives (about 1.7 GB
+// for Transformer-base over 16k-token plans in bf16); device_cache_scale lowers it to what fits.
 inline constexpr int64_t kDeviceCacheScale = 4;
+
+// The cache scale a search on the GPU takes: the largest of kDeviceCacheScale, 2 and 1 whose caches
+// (unit_bytes for each unit of scale) take at most half of free_bytes; 1 when none does (the scale
+// the decoder always had), so an evaluation during training never claims the memory training needs.
+int64_t device_cache_scale(size_t unit_bytes, size_t free_bytes);
 
 class BeamSearch {
  public:

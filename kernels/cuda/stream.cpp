@@ -28,4 +28,13 @@ int multiprocessor_count() {
   return cached[device];
 }
 
+size_t free_device_memory() {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: the caller only plans with the answer
+    return 0;
+  }
+  return free_bytes;
+}
+
 }  // namespace nmt::cuda

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 namespace nmt::cuda {
 
 // The stream ops of this thread run on (the legacy default stream until one is set).
@@ -11,6 +13,9 @@ void set_current_stream(cudaStream_t stream);
 
 // Multiprocessors of the current device (cached per device and thread).
 int multiprocessor_count();
+
+// Bytes free on the current device now (cudaMemGetInfo); 0 when the runtime cannot tell.
+size_t free_device_memory();
 
 // Sets the current stream for a scope and restores the previous one on exit.
 class StreamScope {

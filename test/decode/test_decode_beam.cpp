@@ -177,3 +177,13 @@ TEST_CASE("empty sources pass through; a source beyond the plan is named", "[dec
   std::string message = error_of([&] { search.search(sources); });
   CHECK(contains(message, "source 1: 20 tokens"));
 }
+
+TEST_CASE("the GPU's decode cache scale: the largest that takes at most half the free memory",
+          "[decode]") {
+  const size_t unit = 100;  // bytes of the caches at scale 1
+  CHECK(nmt::device_cache_scale(unit, 800) == nmt::kDeviceCacheScale);
+  CHECK(nmt::device_cache_scale(unit, 799) == 2);
+  CHECK(nmt::device_cache_scale(unit, 400) == 2);
+  CHECK(nmt::device_cache_scale(unit, 399) == 1);
+  CHECK(nmt::device_cache_scale(unit, 0) == 1);  // the runtime could not tell: the old plan
+}
