@@ -33,7 +33,8 @@ inline constexpr int64_t kMaxTopK = 16;
 
 // logits:     [rows, vocab] (CPU: f32; CUDA: f32, bf16 or f16)
 // top_ids:    [rows, k] i32 written: each row's k highest logits' ids, highest first; equal logits
-//             keep the lower id first (so k = 1 is the argmax greedy search takes). 1 <= k <=
+//             keep the lower id first (so k = 1 is the argmax greedy search takes); a NaN logit
+//             ranks as -inf. 1 <= k <=
 //             min(vocab, kMaxTopK).
 // top_logits: [rows, k] f32 written: those logits.
 // row_stats:  [rows, 2] f32 written: the row's log-sum-exp log(sum_j exp(logit_j)), then its

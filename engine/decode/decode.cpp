@@ -328,6 +328,8 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
   std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(sentences));
   for (int64_t i = 0; i < sentences; ++i) {
     std::vector<Hypothesis>& f = state[i].finished;
+    // Never an empty list: a row of non-finite logits (a diverged model) may leave no candidate.
+    if (f.empty()) f.push_back(Hypothesis{{}, -INFINITY, -INFINITY});
     std::stable_sort(f.begin(), f.end(),
                      [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
     if (static_cast<int64_t>(f.size()) > beam) f.resize(static_cast<size_t>(beam));

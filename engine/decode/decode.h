@@ -63,8 +63,10 @@ class BeamSearch {
   BeamSearch(Transformer& model, const BeamOptions& options, std::unique_ptr<StepDecoder> decoder);
 
   // One n-best list per source, in input order: up to `beam` finished hypotheses, best first
-  // (highest score). Empty sources get one empty hypothesis without running the model. Throws
-  // std::invalid_argument naming the source when one is longer than the model's planned length.
+  // (highest score); never empty (a source whose logits were all non-finite gets one empty
+  // hypothesis scored -inf). Empty sources get one empty hypothesis without running the model.
+  // Throws std::invalid_argument naming the source when one is longer than the model's planned
+  // length.
   std::vector<std::vector<Hypothesis>> search(
       const std::vector<std::vector<int32_t>>& sources);  // [sentences][length] ids, no bos/eos
 

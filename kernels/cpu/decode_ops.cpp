@@ -60,7 +60,11 @@ void logits_top_k(const float* logits, int64_t rows, int64_t vocab, int64_t k, i
                   int32_t* top_ids, float* top_logits, float* row_stats) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits + r * vocab;
+    // A NaN logit (a diverged model) ranks as -inf, as on the GPU: every id stays comparable.
+    std::vector<float> cleaned(logits + r * vocab, logits + (r + 1) * vocab);
+    for (float& v : cleaned)
+      if (std::isnan(v)) v = -INFINITY;
+    const float* row = cleaned.data();
     int32_t* ids = top_ids + r * k;
     // Insertion into a list sorted by (logit descending, id ascending): ids arrive in increasing
     // order, so an equal logit never displaces an earlier one.

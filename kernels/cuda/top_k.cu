@@ -23,6 +23,13 @@ __device__ __forceinline__ bool ranks_before(float value, int32_t id, float othe
   return value > other_value || (value == other_value && id < other_id);
 }
 
+// A logit as the ranking sees it: NaN (a diverged model) counts as -inf, as on the CPU.
+template <typename T>
+__device__ __forceinline__ float ranked(T logit) {
+  const float v = to_float(logit);
+  return isnan(v) ? -INFINITY : v;
+}
+
 // Warp-wide arg-max of (value, id) by ranks_before, returned to every lane (butterfly).
 __device__ __forceinline__ void warp_best(float& value, int32_t& id) {
 #pragma unroll
@@ -74,7 +81,7 @@ __global__ void __launch_bounds__(kThreads)
   int filled = 0;
   float thread_max = -INFINITY;
   for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const float v = to_float(x[j]);
+    const float v = ranked(x[j]);
     thread_max = fmaxf(thread_max, v);
     if (filled == k && !(v > threshold)) continue;  // ids ascend: an equal logit ranks after
     filled += filled < k ? 1 : 0;
@@ -100,7 +107,7 @@ __global__ void __launch_bounds__(kThreads)
   // Log-sum-exp: the row's maximum, then the sum of exp(v - max) in a fixed order.
   const float row_max = block_max(thread_max, shared_values);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(to_float(x[j]) - row_max);
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(ranked(x[j]) - row_max);
   sum = block_sum(sum, shared_values);
 
   // k rounds: the best head of all threads' lists wins; its thread moves to its next entry.
@@ -124,7 +131,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (threadIdx.x == 0) {
     row_stats[2 * row] = row_max + logf(sum);
-    row_stats[2 * row + 1] = to_float(x[extra_id]);
+    row_stats[2 * row + 1] = ranked(x[extra_id]);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "engine/decode/decode.h"
 #include "engine/model/model_shape.h"
 #include "engine/train/synthetic_reverse.h"
+#include "kernels/elementwise.h"
 #include "test/decode/decode_test_util.h"
 #include "test/support/catch.h"
 #include "test/support/decode/greedy_decode.h"
@@ -186,4 +187,21 @@ TEST_CASE("the GPU's decode cache scale: the largest that takes at most half the
   CHECK(nmt::device_cache_scale(unit, 400) == 2);
   CHECK(nmt::device_cache_scale(unit, 399) == 1);
   CHECK(nmt::device_cache_scale(unit, 0) == 1);  // the runtime could not tell: the old plan
+}
+
+TEST_CASE("a diverged model's NaN logits still give one hypothesis per source", "[decode]") {
+  auto model = reverse_model(512, 32, false);
+  nmt::Tensor master = model->params().master();
+  std::vector<float> nans(static_cast<size_t>(master.numel()), NAN);
+  nmt::Tensor host(nans.data(), nmt::DType::f32, nmt::Device::cpu, {master.numel()});
+  nmt::copy_tensor(host, master);
+  model->params().sync_compute();
+  const auto& sources = reverse_data().dev_sources();
+  for (int64_t beam : {int64_t{1}, int64_t{4}}) {
+    nmt::BeamOptions o;
+    o.beam = beam;
+    auto found = nmt::BeamSearch(*model, o).search(sources);
+    REQUIRE(found.size() == sources.size());
+    for (const auto& list : found) CHECK(!list.empty());
+  }
 }

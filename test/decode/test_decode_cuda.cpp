@@ -232,6 +232,7 @@ TEST_CASE("logits_top_k on CUDA: the CPU reference's ids and logits, log-sum-exp
       std::vector<float> host(rows * vocab);
       for (int64_t i = 0; i < rows * vocab; ++i)  // coarse values: ties in every dtype
         host[i] = 0.25f * static_cast<float>((i * 7919 + 13) % 61) - 7.0f;
+      for (int64_t r = 0; r < rows; r += 2) host[r * vocab + (r * 5) % vocab] = NAN;  // as -inf
       nmt::Arena arena(nmt::Device::cuda, 1 << 22);
       std::vector<float> staged_host = host;
       nmt::Tensor src(staged_host.data(), nmt::DType::f32, nmt::Device::cpu, {rows, vocab});

@@ -140,3 +140,19 @@ TEST_CASE("logits_top_k: the k best ids by a full sort, ties to the lower id, lo
                  }),
                  "extra_id 37"));
 }
+
+TEST_CASE("logits_top_k ranks a NaN logit as -inf: every returned id is a real one",
+          "[decode][ops]") {
+  const int64_t vocab = 6, k = 3;
+  std::vector<float> logits{NAN, 1.0f, NAN, 3.0f, NAN, NAN};
+  std::vector<int32_t> ids(k);
+  std::vector<float> top(k), stats(2);
+  nmt::Tensor ids_out = cpu(ids, {1, k}), top_out = cpu(top, {1, k}),
+              stats_out = cpu(stats, {1, 2});
+  nmt::logits_top_k(cpu(logits, {1, vocab}), 0, ids_out, top_out, stats_out);
+  CHECK(ids == std::vector<int32_t>{3, 1, 0});  // 3.0, 1.0, then the lowest id of the -inf ones
+  CHECK(top[0] == 3.0f);
+  CHECK(top[2] == -INFINITY);
+  CHECK(stats[1] == -INFINITY);  // the extra id's logit, NaN on input
+  CHECK(stats[0] == Approx(3.0 + std::log1p(std::exp(-2.0))));
+}
