@@ -119,7 +119,8 @@ LoadedCheckpoint state_from_json(const nlohmann::json& j, const std::string& ori
     s.vocab_path = j["vocab"].value("path", std::string());
     s.vocab_crc32c = j["vocab"].value("crc32c", std::string());
     s.vocab_file = j["vocab"].value("file", std::string());
-    if (s.vocab_file.find('/') != std::string::npos || s.vocab_file == "..")
+    if (s.vocab_file.find('/') != std::string::npos || s.vocab_file == "." ||
+        s.vocab_file == "..")
       throw CheckpointError(origin + ": vocab.file \"" + s.vocab_file +
                             "\" is not a file name inside the checkpoint");
   }

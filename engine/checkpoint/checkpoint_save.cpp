@@ -218,11 +218,15 @@ SavedCheckpoint save_checkpoint(const std::string& dir, const ParamStore& params
     write_file_atomically(dir + "/" + kBestFile, record.dump(2) + "\n");
     result.is_best = true;
   }
+  // The two links are updated independently: a `last` that cannot be replaced (say, a directory
+  // of that name) must not leave `best` pointing at a checkpoint the pruning below removes.
   std::string link_problem =
       update_checkpoint_link(dir, kLastLink, checkpoint_dir_name(state.step));
-  if (link_problem.empty() && best && fs::is_directory(best->path))
-    link_problem = update_checkpoint_link(dir, kBestLink, checkpoint_dir_name(best->step));
   if (!link_problem.empty()) result.warnings.push_back(link_problem);
+  if (best && fs::is_directory(best->path)) {
+    link_problem = update_checkpoint_link(dir, kBestLink, checkpoint_dir_name(best->step));
+    if (!link_problem.empty()) result.warnings.push_back(link_problem);
+  }
   prune(dir, keep, state.step, best, result);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

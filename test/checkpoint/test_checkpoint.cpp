@@ -422,3 +422,16 @@ TEST_CASE("last and best links follow the saves; --checkpoint takes the checkpoi
   CHECK(!fs::exists(plain.path() + "/.ckpt-last.tmp-1"));
   CHECK(fs::read_symlink(plain.path() + "/last") == "ckpt-9");
 }
+
+TEST_CASE("a `last` that cannot be replaced does not stop `best` from following the saves",
+          "[checkpoint]") {
+  ScratchDir dir("nmt-ckpt-links-blocked");
+  TinyModel t(tiny_config(), 1);
+  fs::create_directory(dir.path() + "/last");  // a user's folder: the link cannot replace it
+  save(t, dir.path(), 100, 0, nmt::CheckpointMetric{"bleu", 10});
+  nmt::SavedCheckpoint s = save(t, dir.path(), 200, 0, nmt::CheckpointMetric{"bleu", 30});
+  CHECK(!s.warnings.empty());
+  CHECK(fs::is_directory(dir.path() + "/last"));
+  REQUIRE(fs::is_symlink(dir.path() + "/best"));
+  CHECK(fs::read_symlink(dir.path() + "/best") == "ckpt-200");
+}
