@@ -159,7 +159,7 @@ static double unix_time() {
 // records carry `elapsed_s`, wall seconds since then (setup and evaluations included).
 static const std::chrono::steady_clock::time_point kProcessStart = std::chrono::steady_clock::now();
 
-static double elapsed_since_process_start() {
+double elapsed_since_process_start() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - kProcessStart).count();
 }
 

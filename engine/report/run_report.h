@@ -97,6 +97,10 @@ std::string format_train_line(const TrainRecord& r);
 // The metrics.jsonl object: {"event": "train", "step", "epoch", "loss", "acc", "lr", ...}.
 nlohmann::json train_record_json(const TrainRecord& r);
 // {"event": "eval", "step", "loss", "token_accuracy", "greedy_token_accuracy", ..., "bleu"?}.
+// Wall seconds since the process started (taken while static objects are initialised, before
+// main): the records' `elapsed_s`, and the clock train.max_time is counted on.
+double elapsed_since_process_start();
+
 nlohmann::json eval_record_json(int64_t step, const EvalResult& e, double seconds);
 
 struct BestMetric {

@@ -353,22 +353,23 @@ bool TrainingRun::eval_due(int64_t step) const {
   return every > 0 && step <= last && (step % every == 0 || step == last) && data_->dev_pairs() > 0;
 }
 
-// train.max_time: after this step, would its evaluation, one more step with its evaluation and a
-// save still end before the limit? An evaluation not timed yet counts as nothing (its first run is
-// unknown); before the first save, the checkpoint's size at 100 MB/s stands in for its duration.
+// train.max_time, counted from process start (MPI/NCCL set-up and data loading included): after
+// this step, would its evaluation, one more step with its evaluation and a save still end before
+// the limit? Before the first save, the checkpoint's size at 100 MB/s stands in for its duration,
+// and before the first evaluation that save estimate stands in for an evaluation's.
 bool TrainingRun::time_is_up(int64_t step) const {
   if (max_time_seconds_ <= 0) return false;
   double mean_step = spent_.steps > 0 ? spent_.step_seconds / static_cast<double>(spent_.steps)
                                       : seconds_since(loop_start_);
-  double mean_eval =
-      spent_.evals > 0 ? spent_.eval_seconds / static_cast<double>(spent_.evals) : 0.0;
   double evals = (eval_due(step) ? 1.0 : 0.0) + (eval_due(step + 1) ? 1.0 : 0.0);
   double checkpoint_bytes = 12.0 * static_cast<double>(model_->params().total_elements());
   double save = cfg_.checkpoint.dir.empty() || !dp_.is_root()
                     ? 0.0
                     : expected_save_seconds(spent_, checkpoint_bytes / 100e6);
-  return must_stop_for_time(seconds_since(start_), max_time_seconds_, mean_step + evals * mean_eval,
-                            save);
+  double mean_eval = spent_.evals > 0 ? spent_.eval_seconds / static_cast<double>(spent_.evals)
+                                      : expected_save_seconds(spent_, checkpoint_bytes / 100e6);
+  return must_stop_for_time(elapsed_since_process_start(), max_time_seconds_,
+                            mean_step + evals * mean_eval, save);
 }
 
 // Prints the interval's line. A line between regular boundaries (the last step, a stop) keeps the
