@@ -102,14 +102,15 @@ int translate_stream(const nmt::TranslateOptions& options, const Io& io) {
     if (!file) throw std::runtime_error("cannot open -i " + io.input);
   }
   std::istream& in = io.input.empty() ? std::cin : file;
+  // The checkpoint and vocabulary load first: a bad one must not have emptied the output file.
+  nmt::Translator translator(options, &std::cerr);
+  translator.plan_for_any_source();  // one plan for any line: no replanning while answering
   std::ofstream out_file;
   if (!io.output.empty()) {
     out_file.open(io.output, std::ios::binary | std::ios::trunc);
     if (!out_file) throw std::runtime_error("cannot write " + io.output);
   }
   std::ostream& out = io.output.empty() ? std::cout : out_file;
-  nmt::Translator translator(options, &std::cerr);
-  translator.plan_for_any_source();  // one plan for any line: no replanning while answering
   if (::isatty(STDIN_FILENO) && io.input.empty())
     std::cerr << "nmt-translate: ready: one sentence per line, Ctrl-D to end\n" << std::flush;
   std::string line;
@@ -163,6 +164,13 @@ int main(int argc, char** argv) {
   nmt::add_version_flag(app, "nmt-translate");
   if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
   if (!device.empty()) options.device = device == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
+  std::error_code same_error;
+  if (!io.input.empty() && !io.output.empty() &&
+      (io.input == io.output || std::filesystem::equivalent(io.input, io.output, same_error))) {
+    std::cerr << "nmt-translate: error: -o " << io.output
+              << " is the input file (-i): the translation would overwrite it\n";
+    return nmt::kExitUsageError;
+  }
   if (io.nbest > options.beam.beam) {
     std::cerr << "nmt-translate: error: --nbest " << io.nbest << " exceeds --beam "
               << options.beam.beam << " (a beam keeps at most that many hypotheses)\n";

@@ -348,6 +348,21 @@ TEST_CASE("nmt-translate -i/-o files and --nbest lines 'ID ||| TEXT ||| SCORE'",
   CHECK(files.out.empty());
   CHECK(read_lines(dir.file("out.txt"), 0, 100) == best);
 
+  // -o naming the input is refused before anything is written; a checkpoint that cannot load
+  // leaves an existing output file as it was, also when streaming.
+  Run same = run_translate(
+      base + " --interactive -i " + dir.file("in.txt") + " -o " + dir.file("in.txt"), {});
+  CHECK(same.exit_code == 2);
+  CHECK(contains(same.err, "is the input file"));
+  CHECK(read_lines(dir.file("in.txt"), 0, 100) == in);
+  fs::create_directory(dir.file("broken"));
+  write_lines(dir.file("broken/state.json"), {"{ not json"});
+  Run broken = run_translate("--device cpu --interactive --checkpoint " + dir.file("broken") +
+                                 " -i " + dir.file("in.txt") + " -o " + dir.file("out.txt"),
+                             {});
+  CHECK(broken.exit_code != 0);
+  CHECK(read_lines(dir.file("out.txt"), 0, 100) == best);
+
   Run nbest = run_translate(base + " --nbest 2", in);
   REQUIRE(nbest.exit_code == 0);
   std::istringstream lines(nbest.out);
