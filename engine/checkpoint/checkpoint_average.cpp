@@ -124,6 +124,13 @@ AveragedCheckpoint average_checkpoints(const std::vector<std::string>& checkpoin
     const std::string vocab = checkpoint_vocabulary_file(states[newest]);
     if (state["vocab"].is_object() && !vocab.empty() && fs::exists(vocab)) {
       CopiedVocabulary copy = copy_vocabulary_into(vocab, staged);
+      // An input that names its vocabulary by path only: the file there must still be the one it
+      // trained with (its recorded checksum), or the average would carry another vocabulary.
+      const std::string recorded = states[newest].state.vocab_crc32c;
+      if (!recorded.empty() && recorded != copy.crc32c)
+        throw CheckpointError(checkpoints[newest] + ": its vocabulary " + vocab +
+                              " has changed since it was saved (crc32c " + copy.crc32c +
+                              ", recorded " + recorded + ")");
       state["vocab"]["file"] = copy.file;
       state["vocab"]["crc32c"] = copy.crc32c;
     }

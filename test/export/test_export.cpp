@@ -14,8 +14,8 @@
 #include "engine/checkpoint/marian_export.h"
 #include "engine/checkpoint/npz_writer.h"
 #include "engine/checkpoint/safetensors.h"
-#include "engine/train/trainer.h"
 #include "engine/model/transformer.h"
+#include "engine/train/trainer.h"
 #include "kernels/sinusoid.h"
 #include "test/checkpoint/python_oracle.h"
 #include "test/support/catch.h"
@@ -298,6 +298,22 @@ TEST_CASE("average_checkpoints gives the exact element-wise mean", "[average]") 
     CHECK(nmt::latest_checkpoints(dir.file("run"), 2) == std::vector<std::string>{b, c});
     CHECK(error_of([&] { nmt::latest_checkpoints(dir.file("run"), 4); }).find("fewer than") !=
           std::string::npos);
+  }
+  SECTION("an input naming a vocabulary by path that has changed since is refused") {
+    const std::string vocab = write_piece_vocab(dir);
+    std::string old = save_tiny(dir.file("old"), cfg, 4, 40, vocab);
+    // As a checkpoint of an older build records it: the path and its checksum, no copy inside.
+    nlohmann::json state = nlohmann::json::parse(std::ifstream(old + "/state.json"));
+    const std::string copy = state["vocab"]["file"].get<std::string>();
+    fs::remove(old + "/" + copy);
+    state["vocab"].erase("file");
+    if (state.contains("files")) state["files"].erase(copy);
+    std::ofstream(old + "/state.json") << state.dump(2) << "\n";
+    std::ofstream(vocab, std::ios::app) << "extra\n";  // the file at the path changes afterwards
+    CHECK(error_of([&] {
+            nmt::average_checkpoints({old}, dir.file("y"));
+          }).find("has changed since it was saved") != std::string::npos);
+    CHECK(!fs::exists(dir.file("y")));
   }
   SECTION("another model, a missing input or an existing output is refused") {
     std::string wide = save_tiny(dir.file("wide"), tiny_config(true, true, 32), 1, 30);
