@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <iostream>
 #include <regex>
 #include <utility>
 
@@ -78,7 +81,22 @@ void write_all(int fd, const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+// The capture alive now (one at a time), for the exit hook below.
+std::atomic<StderrCapture*> active_capture{nullptr};
+
+// A library that ends the process with exit() while a capture lives (SentencePiece's LOG(FATAL))
+// skips its destructor: without this its last message would stay unread in the pipe.
+void finish_capture_at_exit() {
+  if (StderrCapture* capture = active_capture.exchange(nullptr)) capture->finish();
+}
+
+}  // namespace
+
 StderrCapture::StderrCapture(std::function<std::string(const std::string&)> rewrite) {
+  static const bool hook_registered = std::atexit(finish_capture_at_exit) == 0;
+  (void)hook_registered;
   int fds[2];
   std::fflush(stderr);
   if (::pipe2(fds, O_CLOEXEC) != 0) return;
@@ -108,15 +126,24 @@ StderrCapture::StderrCapture(std::function<std::string(const std::string&)> rewr
     }
     if (!pending.empty()) write_all(out, rewrite(pending) + "\n");
   });
+  active_capture.store(this);
 }
 
 StderrCapture::~StderrCapture() {
+  StderrCapture* self = this;
+  active_capture.compare_exchange_strong(self, nullptr);
+  finish();
+}
+
+void StderrCapture::finish() {
   if (saved_fd_ < 0) return;
   std::fflush(stderr);
+  std::cerr.flush();
   ::dup2(saved_fd_, STDERR_FILENO);  // closes the pipe's last write end: the reader sees EOF
   reader_.join();
   ::close(read_fd_);
   ::close(saved_fd_);
+  saved_fd_ = read_fd_ = -1;
 }
 
 }  // namespace nmt

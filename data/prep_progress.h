@@ -43,13 +43,17 @@ class Heartbeat {
 // While it lives, what this process writes to file descriptor 2 (stderr; SentencePiece logs there
 // through its own logger) is read line by line by a thread and written to the real stderr as
 // rewrite(line) + "\n", in order. The destructor restores fd 2 and passes on a last unterminated
-// line. If the pipe cannot be made, nothing is captured. One at a time per process.
+// line, as does exit() while it lives. If the pipe cannot be made, nothing is captured. One at a
+// time per process.
 class StderrCapture {
  public:
   explicit StderrCapture(std::function<std::string(const std::string&)> rewrite);
   ~StderrCapture();
   StderrCapture(const StderrCapture&) = delete;
   StderrCapture& operator=(const StderrCapture&) = delete;
+  // Restores fd 2 and passes on what is left; the destructor calls it, and so does an exit()
+  // while the capture lives (a library's fatal error). Idempotent.
+  void finish();
 
  private:
   int saved_fd_ = -1;  // the real stderr, while captured

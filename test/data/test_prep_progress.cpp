@@ -2,11 +2,13 @@
 // SentencePiece trains, SentencePiece's messages naming nmt-prep's flags, and the capture of
 // stderr that passes SentencePiece's warnings on renamed.
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 
@@ -123,4 +125,29 @@ TEST_CASE("a SentencePiece error names nmt-prep's flag", "[prep][progress]") {
   o.spm.vocab_size = 300;
   o.spm.character_coverage = 0.9;  // BPE wants 0.98 or more
   CHECK(contains(error_of([&] { nmt::run_prep(o); }), "--character-coverage >= 0.98"));
+}
+
+TEST_CASE("a library's exit() while stderr is captured still passes its last lines on",
+          "[prep][progress]") {
+  ScratchDir dir;
+  const std::string path = dir.file("stderr.txt");
+  std::fflush(stderr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // as SentencePiece's LOG(FATAL): a message, then exit() in the capture's scope
+    const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (file < 0 || ::dup2(file, STDERR_FILENO) < 0) ::_exit(9);
+    nmt::StderrCapture capture([](const std::string& line) { return "[" + line + "]"; });
+    // More than a pipe holds: up to 64 KiB of it is still unread when exit() comes.
+    for (int i = 0; i < 400; ++i) std::fprintf(stderr, "%d %s\n", i, std::string(999, 'x').c_str());
+    std::fprintf(stderr, "fatal: the end\n");
+    std::exit(3);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 3);
+  const std::string text = nmt::test::read_text(path);
+  CHECK(text.size() > 400 * 1000);
+  CHECK(text.ends_with("[fatal: the end]\n"));
 }
