@@ -62,7 +62,9 @@ TEST_CASE("corpus BLEU and chrF match sacreBLEU on variants of the dev sets") {
     INFO(expected["name"].get<std::string>()
          << " " << metric << " tok=" << expected.value("tokenize", "-")
          << " lc=" << expected["lowercase"].get<bool>());
-    const std::vector<std::string>& hyps = lines_of(expected["hyp_file"]);
+    // A named string, not a temporary: gcc 13 warned that the returned reference might dangle.
+    const std::string hyp_file = expected["hyp_file"];
+    const std::vector<std::string>& hyps = lines_of(hyp_file);
     std::vector<std::vector<std::string>> ref_streams;
     for (const json& path : expected["ref_files"]) ref_streams.push_back(lines_of(path));
     if (metric == "bleu") {
