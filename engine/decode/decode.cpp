@@ -62,7 +62,7 @@ struct RowCandidates {
 // offers its beam + 1 best tokens: enough for `beam` non-eos children even when one is eos.
 // rows(slot): the candidates of the live hypothesis in that slot.
 template <typename Rows>
-void expand(SentenceSearch& s, Rows&& rows, int64_t vocab, const BeamOptions& o,
+void expand(SentenceSearch& s, Rows&& rows, const BeamOptions& o,
             std::vector<Candidate>& candidates) {
   auto generated = static_cast<int64_t>(s.live.front().tokens.size());
   bool forced = generated >= s.max_new;  // at the length limit only eos may follow
@@ -76,7 +76,6 @@ void expand(SentenceSearch& s, Rows&& rows, int64_t vocab, const BeamOptions& o,
       continue;
     }
     for (int64_t i = 0; i < row.count; ++i) {
-      if (row.ids[i] < 0 || row.ids[i] >= vocab) continue;  // fewer real candidates (NaN logits)
       candidates.push_back(
           {parent + (row.logits[i] - row.log_sum_exp), row.ids[i], static_cast<int32_t>(slot)});
     }
@@ -269,7 +268,6 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search(const Batch& batch) {
 
 std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& batch) {
   const int64_t sentences = batch.sentences, beam = options_.beam;
-  const int64_t vocab = model_.shape().vocab;
   Tensor encoded = model_.encode_sources(batch);  // [sentences * src_len, d]
 
   std::vector<SentenceSearch> state(static_cast<size_t>(sentences));
@@ -303,7 +301,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
                              host_values_[static_cast<size_t>(rows * k + 2 * r)],
                              host_values_[static_cast<size_t>(rows * k + 2 * r + 1)]};
       };
-      expand(s, row, vocab, options_, candidates);
+      expand(s, row, options_, candidates);
       done[a] = settled(s, options_) ? 1 : 0;
     }
     // The surviving sentences keep their order (finished ones drop out); each new row continues

@@ -363,11 +363,10 @@ bool TrainingRun::time_is_up(int64_t step) const {
                                       : seconds_since(loop_start_);
   double evals = (eval_due(step) ? 1.0 : 0.0) + (eval_due(step + 1) ? 1.0 : 0.0);
   double checkpoint_bytes = 12.0 * static_cast<double>(model_->params().total_elements());
-  double save = cfg_.checkpoint.dir.empty() || !dp_.is_root()
-                    ? 0.0
-                    : expected_save_seconds(spent_, checkpoint_bytes / 100e6);
-  double mean_eval = spent_.evals > 0 ? spent_.eval_seconds / static_cast<double>(spent_.evals)
-                                      : expected_save_seconds(spent_, checkpoint_bytes / 100e6);
+  const double save_estimate = expected_save_seconds(spent_, checkpoint_bytes / 100e6);
+  double save = cfg_.checkpoint.dir.empty() || !dp_.is_root() ? 0.0 : save_estimate;
+  double mean_eval =
+      spent_.evals > 0 ? spent_.eval_seconds / static_cast<double>(spent_.evals) : save_estimate;
   return must_stop_for_time(elapsed_since_process_start(), max_time_seconds_,
                             mean_step + evals * mean_eval, save);
 }

@@ -61,29 +61,28 @@ void logits_top_k(const float* logits, int64_t rows, int64_t vocab, int64_t k, i
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     // A NaN logit (a diverged model) ranks as -inf, as on the GPU: every id stays comparable.
-    std::vector<float> cleaned(logits + r * vocab, logits + (r + 1) * vocab);
-    for (float& v : cleaned)
-      if (std::isnan(v)) v = -INFINITY;
-    const float* row = cleaned.data();
+    const float* raw = logits + r * vocab;
+    auto at = [raw](int64_t j) { return std::isnan(raw[j]) ? -INFINITY : raw[j]; };
     int32_t* ids = top_ids + r * k;
     // Insertion into a list sorted by (logit descending, id ascending): ids arrive in increasing
     // order, so an equal logit never displaces an earlier one.
     int64_t filled = 0;
+    float top = -INFINITY;
     for (int64_t j = 0; j < vocab; ++j) {
-      if (filled == k && !(row[j] > row[ids[k - 1]])) continue;
+      top = std::max(top, at(j));
+      if (filled == k && !(at(j) > at(ids[k - 1]))) continue;
       int64_t pos = filled < k ? filled++ : k - 1;
-      while (pos > 0 && row[ids[pos - 1]] < row[j]) {
+      while (pos > 0 && at(ids[pos - 1]) < at(j)) {
         ids[pos] = ids[pos - 1];
         --pos;
       }
       ids[pos] = static_cast<int32_t>(j);
     }
-    for (int64_t i = 0; i < k; ++i) top_logits[r * k + i] = row[ids[i]];
-    const float top = *std::max_element(row, row + vocab);
+    for (int64_t i = 0; i < k; ++i) top_logits[r * k + i] = at(ids[i]);
     double sum = 0;  // float exponentials (each in (0, 1]), summed in double
-    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - top);
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(at(j) - top);
     row_stats[2 * r] = static_cast<float>(top + std::log(sum));
-    row_stats[2 * r + 1] = row[extra_id];
+    row_stats[2 * r + 1] = at(extra_id);
   }
 }
 
