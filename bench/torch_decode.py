@@ -25,7 +25,7 @@ bench-decode prints (bench/bench-decode/decode_rows.h).
 usage: torch_decode.py --checkpoint CKPT --source dev.en [--reference dev.es] [--json OUT.json]
                        [--beams 1,4] [--batches 1,32,all] [--device cuda|cpu] [--dtype bf16|f32]
        torch_decode.py --compare OURS.json TORCH.json     (both tables side by side)
-       torch_decode.py --self-test                        (CPU checks on a tiny random model)
+       torch_decode_selftest.py                           (CPU checks on a tiny random model)
 """
 import argparse
 import json
@@ -380,15 +380,11 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads)")
     ap.add_argument("--compare", nargs=2, metavar=("OURS_JSON", "TORCH_JSON"),
                     help="print two JSON files' rows side by side and exit")
-    ap.add_argument("--self-test", action="store_true", help="run the CPU self-checks and exit")
     args = ap.parse_args()
-    if args.self_test:
-        from torch_decode_selftest import self_test
-        return self_test()
     if args.compare:
         return compare(args.compare)
     if not args.checkpoint or not args.source:
-        ap.error("--checkpoint and --source are required (or --compare, --self-test)")
+        ap.error("--checkpoint and --source are required (or --compare)")
     beams = [int(b) for b in args.beams.split(",")]
     batches = args.batches.split(",")
     for b in batches:

@@ -1,10 +1,11 @@
-"""CPU self-checks of bench/torch_decode.py on tiny random models (torch_decode.py --self-test;
+"""CPU self-checks of bench/torch_decode.py on tiny random models (python3 bench/torch_decode_selftest.py;
 ctest test_bench_torch_decode): beam 1 equals the twin's greedy decode, beam 4 finds hypotheses
 scoring at least as well as greedy, every reported score equals a full-decoder rescoring of its
 tokens, a sentence decodes the same alone and in a batch, and the grouping and table helpers."""
 import json
 import math
 import os
+import sys
 import tempfile
 
 from torch_decode import (beam_search, compare, format_table, group_all, length_penalty,
@@ -120,3 +121,7 @@ def self_test():
     helper_checks(check)
     print("self-test: " + ("all passed" if not failures else f"{len(failures)} FAILED"))
     return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(self_test())
