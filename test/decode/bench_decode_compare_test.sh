@@ -17,7 +17,7 @@ check() {  # check DESCRIPTION COMMAND...
   if "${@:2}"; then echo "ok   $1"; else echo "FAIL $1"; failures=$((failures + 1)); fi
 }
 
-bench/decode-compare.sh --device cpu --steps 10 --max-sentences 12 --latency-sentences 4 \
+bench/decode-compare.sh --device cpu --corpus "$corpus" --steps 10 --max-sentences 12 --latency-sentences 4 \
   --batches 1,4,all --build-dir "$build" --prep "$tmp/prep" --out "$tmp/out" >"$tmp/log" 2>&1
 status=$?
 check "decode-compare.sh --device cpu: exit status $status" test $status -eq 0
