@@ -1,6 +1,8 @@
-// AttentionBlock forward and backward, written out projection by projection, and its decoding
-// steps over cached keys and values.
+// AttentionBlock forward and backward, projection by projection (or joined, on the fused path),
+// and its decoding steps over cached keys and values.
 #include "engine/model/attention_block.h"
+
+#include <stdexcept>
 
 #include "kernels/decode_ops.h"
 #include "kernels/elementwise.h"
@@ -10,8 +12,8 @@
 namespace nmt {
 
 AttentionBlock::AttentionBlock(ParamStore& store, const std::string& prefix,
-                               const ModelShape& shape, bool causal, uint32_t dropout_id)
-    : shape_(shape), causal_(causal), dropout_id_(dropout_id) {
+                               const ModelShape& shape, AttentionKind kind, uint32_t dropout_id)
+    : shape_(shape), kind_(kind), dropout_id_(dropout_id) {
   int64_t d = shape.d_model;
   auto linear = [&](const char* name, Param*& w, Param*& b) {
     w = store.add(prefix + "." + name + ".weight", {d, d}, ParamKind::weight);
@@ -21,45 +23,84 @@ AttentionBlock::AttentionBlock(ParamStore& store, const std::string& prefix,
   linear("k_proj", k_w_, k_b_);
   linear("v_proj", v_w_, v_b_);
   linear("out_proj", o_w_, o_b_);
+  if (self_attention()) {
+    in_w_ = store.join({q_w_, k_w_, v_w_});
+    in_b_ = store.join({q_b_, k_b_, v_b_});
+  } else {
+    in_w_ = store.join({k_w_, v_w_});
+    in_b_ = store.join({k_b_, v_b_});
+  }
 }
 
 void AttentionBlock::plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows,
                           int64_t max_scores) {
   int64_t d = shape_.d_model;
-  q_ = arena.allocate("attn.q", shape_.compute_dtype, max_q_rows * d);
-  k_ = arena.allocate("attn.k", shape_.compute_dtype, max_kv_rows * d);
-  v_ = arena.allocate("attn.v", shape_.compute_dtype, max_kv_rows * d);
+  proj_ = arena.allocate("attn.proj", shape_.compute_dtype, (max_q_rows + 2 * max_kv_rows) * d);
   ctx_ = arena.allocate("attn.ctx", shape_.compute_dtype, max_q_rows * d);
   // The fused kernel keeps one log-sum-exp per query and head instead of every probability.
-  fused_ = arena.device() == Device::cuda &&
-           fused_attention_supported(Device::cuda, shape_.compute_dtype, d / shape_.heads);
+  const Device device = arena.device();
+  fused_ = (device == Device::cuda || shape_.cpu_fused_attention) &&
+           fused_attention_supported(device, shape_.compute_dtype, d / shape_.heads);
   if (fused_)
     lse_ = arena.allocate("attn.lse", DType::f32, max_q_rows * shape_.heads);
   else
     probs_ = arena.allocate("attn.probs", DType::f32, max_scores);
 }
 
+AttentionOperands AttentionBlock::projections(const Buffer& buffer, int64_t q_rows, int64_t kv_rows,
+                                              bool joined) const {
+  const int64_t d = shape_.d_model;
+  Tensor all = buffer.flat();
+  auto matrix = [&](int64_t first_row, int64_t rows, int64_t width) {
+    return all.rows(first_row * d, first_row * d + rows * width).reshaped({rows, width});
+  };
+  if (joined && self_attention()) {  // one [rows, 3d] matrix: q | k | v
+    Tensor qkv = matrix(0, q_rows, 3 * d);
+    return AttentionOperands{qkv, qkv, qkv, 0, d, 2 * d};
+  }
+  Tensor q = matrix(0, q_rows, d);
+  if (joined) {  // q, then one [kv_rows, 2d] matrix: k | v
+    Tensor kv = matrix(q_rows, kv_rows, 2 * d);
+    return AttentionOperands{q, kv, kv, 0, 0, d};
+  }
+  return AttentionOperands{q, matrix(q_rows, kv_rows, d), matrix(q_rows + kv_rows, kv_rows, d)};
+}
+
+void AttentionBlock::project(const Tensor& xq, const Tensor& xkv, AttentionOperands& p) {
+  if (fused_ && self_attention()) {
+    linear_forward(xq, in_w_->compute, in_b_->compute, p.q);
+    return;
+  }
+  linear_forward(xq, q_w_->compute, q_b_->compute, p.q);
+  if (fused_)
+    linear_forward(xkv, in_w_->compute, in_b_->compute, p.k);
+  else
+    project_keys_values(xkv, p.k, p.v);
+}
+
 void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& kv_lengths,
                              int64_t batch, int64_t q_len, int64_t kv_len, const StepContext& ctx,
                              Tensor& out) {
   int64_t d = shape_.d_model, q_rows = batch * q_len, kv_rows = batch * kv_len;
+  if (self_attention() && (xq.data != xkv.data || q_len != kv_len))
+    throw std::logic_error("self-attention forward: queries and keys from different inputs");
   xq_ = xq;
   xkv_ = xkv;
   kv_lengths_ = kv_lengths;
-  att_ = AttentionShape{batch, q_len, kv_len, shape_.heads, d / shape_.heads, causal_};
+  att_ = AttentionShape{
+      batch, q_len, kv_len, shape_.heads, d / shape_.heads, kind_ == AttentionKind::decoder_self};
   key_ = RngKey{ctx.seed, ctx.step, dropout_id_};
   p_ = ctx.training ? shape_.attention_dropout : 0.0f;
 
-  Tensor q = q_.view({q_rows, d}), k = k_.view({kv_rows, d}), v = v_.view({kv_rows, d});
+  AttentionOperands p = projections(proj_, q_rows, kv_rows, fused_);
+  project(xq, xkv, p);
   Tensor c = ctx_.view({q_rows, d});
-  linear_forward(xq, q_w_->compute, q_b_->compute, q);
-  project_keys_values(xkv, k, v);
   if (fused_) {
     Tensor lse = lse_.view({batch, shape_.heads, q_len});
-    fused_attention_forward(AttentionOperands{q, k, v}, kv_lengths, c, lse, att_, p_, key_);
+    fused_attention_forward(p, kv_lengths, c, lse, att_, p_, key_);
   } else {
     Tensor probs = probs_.view({batch, shape_.heads, q_len, kv_len});
-    attention_forward(q, k, v, kv_lengths, c, probs, att_, p_, key_);
+    attention_forward(p.q, p.k, p.v, kv_lengths, c, probs, att_, p_, key_);
   }
   linear_forward(c, o_w_->compute, o_b_->compute, out);
 }
@@ -72,7 +113,7 @@ void AttentionBlock::project_keys_values(const Tensor& xkv, Tensor& k, Tensor& v
 void AttentionBlock::attend_cached(const Tensor& xq, CachedKeysValues& kv, Tensor& out) {
   const int64_t d = shape_.d_model, rows = xq.dim(0);
   const int64_t blocks = kv.keys.dim(0), length = kv.keys.dim(1);
-  Tensor q = q_.view({rows, d}), c = ctx_.view({rows, d});
+  Tensor q = projections(proj_, rows, rows, /*joined=*/false).q, c = ctx_.view({rows, d});
   linear_forward(xq, q_w_->compute, q_b_->compute, q);
   // The unfused kernel at every dtype (decoding has always run it; kv.probs is its scratch). The
   // lengths mask each block's positions beyond those decoded so far, or its source's padding.
@@ -85,38 +126,55 @@ void AttentionBlock::attend_cached(const Tensor& xq, CachedKeysValues& kv, Tenso
 
 void AttentionBlock::append_and_attend(const Tensor& xq, CachedKeysValues& kv, int64_t position,
                                        Tensor& out) {
-  const int64_t d = shape_.d_model, rows = xq.dim(0);
-  Tensor k = k_.view({rows, d}), v = v_.view({rows, d});
-  project_keys_values(xq, k, v);
-  cache_write_position(k, kv.keys, position);
-  cache_write_position(v, kv.values, position);
+  const int64_t rows = xq.dim(0);
+  AttentionOperands p = projections(proj_, rows, rows, /*joined=*/false);
+  project_keys_values(xq, p.k, p.v);
+  cache_write_position(p.k, kv.keys, position);
+  cache_write_position(p.v, kv.values, position);
   attend_cached(xq, kv, out);
 }
 
 void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws) {
   int64_t d = shape_.d_model;
   int64_t q_rows = att_.batch * att_.q_len, kv_rows = att_.batch * att_.kv_len;
-  Tensor q = q_.view({q_rows, d}), k = k_.view({kv_rows, d}), v = v_.view({kv_rows, d});
   Tensor c = ctx_.view({q_rows, d});
   Tensor d_ctx = ws.a1.view({q_rows, d});
-  Tensor dq = ws.a2.view({q_rows, d}), dk = ws.a3.view({kv_rows, d}), dv = ws.a4.view({kv_rows, d});
-
   linear_backward(d_out, c, o_w_->compute, d_ctx, o_w_->grad, o_b_->grad);
+
+  AttentionOperands in = projections(proj_, q_rows, kv_rows, fused_);
+  AttentionOperands grads = projections(ws.a_proj, q_rows, kv_rows, fused_);
   if (fused_) {
     Tensor lse = lse_.view({att_.batch, att_.heads, att_.q_len});
-    AttentionOperands grads{dq, dk, dv};
-    fused_attention_backward(d_ctx, AttentionOperands{q, k, v}, c, lse, kv_lengths_, grads, att_,
-                             p_, key_);
+    fused_attention_backward(d_ctx, in, c, lse, kv_lengths_, grads, att_, p_, key_);
   } else {
     Tensor probs = probs_.view({att_.batch, att_.heads, att_.q_len, att_.kv_len});
-    attention_backward(d_ctx, q, k, v, probs, kv_lengths_, dq, dk, dv, att_, p_, key_);
+    attention_backward(d_ctx, in.q, in.k, in.v, probs, kv_lengths_, grads.q, grads.k, grads.v, att_,
+                       p_, key_);
+  }
+  project_backward(grads, d_xq, d_xkv, ws);
+}
+
+void AttentionBlock::project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv,
+                                      Workspace& ws) {
+  const int64_t d = shape_.d_model, kv_rows = att_.batch * att_.kv_len;
+  if (self_attention() && d_xq.data != d_xkv.data)
+    throw std::logic_error("self-attention backward: d_xq and d_xkv must be one tensor");
+  Tensor in_dw = in_w_->grad, in_db = in_b_->grad;
+  if (fused_ && self_attention()) {  // one GEMM sums the q, k and v paths
+    linear_backward(grads.q, xq_, in_w_->compute, d_xq, in_dw, in_db);
+    return;
   }
   // d_xq first (=), then the key and value paths (+=): correct also when d_xq aliases d_xkv.
-  linear_backward(dq, xq_, q_w_->compute, d_xq, q_w_->grad, q_b_->grad);
+  linear_backward(grads.q, xq_, q_w_->compute, d_xq, q_w_->grad, q_b_->grad);
   Tensor tmp = ws.a1.view({kv_rows, d});  // d_ctx is consumed
-  linear_backward(dk, xkv_, k_w_->compute, tmp, k_w_->grad, k_b_->grad);
+  if (fused_) {                           // one GEMM for the key and value paths
+    linear_backward(grads.k, xkv_, in_w_->compute, tmp, in_dw, in_db);
+    add_inplace(d_xkv, tmp);
+    return;
+  }
+  linear_backward(grads.k, xkv_, k_w_->compute, tmp, k_w_->grad, k_b_->grad);
   add_inplace(d_xkv, tmp);
-  linear_backward(dv, xkv_, v_w_->compute, tmp, v_w_->grad, v_b_->grad);
+  linear_backward(grads.v, xkv_, v_w_->compute, tmp, v_w_->grad, v_b_->grad);
   add_inplace(d_xkv, tmp);
 }
 

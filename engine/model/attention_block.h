@@ -2,6 +2,12 @@
 // out_proj), used as encoder self-attention, decoder causal self-attention and cross-attention;
 // in training over whole sentences (forward, backward), in decoding one position at a time over
 // cached keys and values (attend_cached, append_and_attend).
+//
+// Where the fused attention kernels run (CUDA bf16/f16; kernels/fused_attention.h), training
+// projects with one GEMM per input: self-attention's q, k and v weights are laid out as one
+// [3d, d] matrix (ParamStore::join) and give one [rows, 3d] output that the fused kernels read
+// column by column; cross-attention joins k and v ([2d, d]). Backward is one GEMM per input as
+// well, so the three input-gradient paths are summed inside it instead of by separate adds.
 #pragma once
 
 #include <string>
@@ -11,6 +17,7 @@
 #include "engine/model/param_store.h"
 #include "engine/model/workspace.h"
 #include "kernels/attention.h"
+#include "kernels/fused_attention.h"
 
 namespace nmt {
 
@@ -23,21 +30,28 @@ struct CachedKeysValues {
   Tensor probs;         // [blocks, heads, queries per block, length] f32 scratch
 };
 
+enum class AttentionKind : uint8_t {
+  encoder_self,  // queries and keys from one input, every key visible
+  decoder_self,  // queries and keys from one input, causal
+  cross,         // queries from the decoder, keys and values from the encoder output
+};
+
 class AttentionBlock {
  public:
-  AttentionBlock(ParamStore& store, const std::string& prefix, const ModelShape& shape, bool causal,
-                 uint32_t dropout_id);
+  AttentionBlock(ParamStore& store, const std::string& prefix, const ModelShape& shape,
+                 AttentionKind kind, uint32_t dropout_id);
 
   // Activation buffers for up to max_q_rows queries, max_kv_rows keys, and max_scores scores.
   void plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows, int64_t max_scores);
 
-  // xq: [batch*q_len, d_model]; xkv: [batch*kv_len, d_model]; kv_lengths: [batch] i32
+  // xq: [batch*q_len, d_model]; xkv: [batch*kv_len, d_model] (the same tensor as xq for
+  // self-attention); kv_lengths: [batch] i32
   // out: [batch*q_len, d_model] written. xq and xkv must stay alive until backward.
   void forward(const Tensor& xq, const Tensor& xkv, const Tensor& kv_lengths, int64_t batch,
                int64_t q_len, int64_t kv_len, const StepContext& ctx, Tensor& out);
 
-  // d_out: [batch*q_len, d_model]. d_xq written (=); d_xkv accumulated (+=). They may alias
-  // (self-attention), in which case the result is the sum of all three paths.
+  // d_out: [batch*q_len, d_model]. d_xq written (=); d_xkv accumulated (+=). For self-attention
+  // they must alias, and the result (=) is the sum of all three paths.
   void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws);
 
   // Decoding, no dropout, the projections of forward. xkv: [rows, d_model]; k, v: [rows,
@@ -51,13 +65,29 @@ class AttentionBlock {
   void append_and_attend(const Tensor& xq, CachedKeysValues& kv, int64_t position, Tensor& out);
 
  private:
+  bool self_attention() const { return kind_ != AttentionKind::cross; }
+  // The q, k and v projections of q_rows queries and kv_rows keys, carved from `buffer` (forward's
+  // outputs, or backward's gradients of them): joined, one [rows, 3d] matrix (self-attention) or
+  // q [q_rows, d] and one [kv_rows, 2d] matrix (cross-attention), as the joined GEMMs write them;
+  // else three dense matrices.
+  AttentionOperands projections(const Buffer& buffer, int64_t q_rows, int64_t kv_rows,
+                                bool joined) const;
+  // Forward's projections of xq and xkv into p (laid out by projections(.., fused_)).
+  void project(const Tensor& xq, const Tensor& xkv, AttentionOperands& p);
+  // Backward's: the gradients `grads` of the projections back to d_xq (=) and d_xkv (+=).
+  void project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv, Workspace& ws);
+
   ModelShape shape_;
-  bool causal_;
+  AttentionKind kind_;
   uint32_t dropout_id_;
   Param *q_w_, *q_b_, *k_w_, *k_b_, *v_w_, *v_b_, *o_w_, *o_b_;
-  Buffer q_, k_, v_, ctx_;
+  // The joined projections: q, k, v (self-attention) or k, v (cross-attention).
+  const ParamGroup *in_w_, *in_b_;
+  Buffer proj_;  // [max_q_rows * d + 2 * max_kv_rows * d]: forward's projections
+  Buffer ctx_;
   // Saved for backward: probs_ [batch, heads, q_len, kv_len] f32 (unfused), or lse_
-  // [batch, heads, q_len] f32 when the fused kernel serves this dtype and head size (fused_).
+  // [batch, heads, q_len] f32 when the fused kernel serves this dtype and head size (fused_; then
+  // training also projects through the joined in_w_ / in_b_).
   Buffer probs_, lse_;
   bool fused_ = false;
   // What forward saw, for backward.

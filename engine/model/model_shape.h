@@ -20,12 +20,16 @@ struct ModelShape {
   float attention_dropout = 0.1f;  // attention probabilities
   float relu_dropout = 0.1f;       // inside the feed-forward block
   float layernorm_eps = 1e-6f;
-  bool pre_norm = false;           // false: post-norm (the paper); true: pre-norm
-  bool shared_embeddings = true;   // one table for source, target and output projection
-  int64_t max_positions = 1024;    // longest sentence (tokens, bos/eos included) it takes
+  bool pre_norm = false;          // false: post-norm (the paper); true: pre-norm
+  bool shared_embeddings = true;  // one table for source, target and output projection
+  int64_t max_positions = 1024;   // longest sentence (tokens, bos/eos included) it takes
   // Activations, their gradients and the working copy of the weights (f32, bf16 or f16); master
   // weights, parameter gradients, statistics and optimizer state stay fp32.
   DType compute_dtype = DType::f32;
+  // Run the fused attention path (joined q/k/v projections, kernels/fused_attention.h) on the
+  // CPU too, with its f32 reference: for tests of that path without a GPU. CUDA takes it wherever
+  // its kernels serve the dtype.
+  bool cpu_fused_attention = false;
 };
 
 // The Transformer shape a model config describes, for a vocabulary of `vocab` entries, computing

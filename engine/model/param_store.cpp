@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -25,22 +26,58 @@ Param* ParamStore::add(const std::string& name, std::vector<int64_t> shape, Para
   return &params_.back();
 }
 
-static Tensor view_of(const Buffer& b, const Param& p) {
+const ParamGroup* ParamStore::join(const std::vector<Param*>& members) {
+  if (members.empty()) throw std::logic_error("parameter group without members");
+  for (Param* p : members) {
+    if (p->kind != members[0]->kind || p->shape != members[0]->shape)
+      throw std::logic_error("parameter group of mixed kinds or shapes: " + members[0]->name +
+                             ", " + p->name);
+    for (const ParamGroup& g : groups_)
+      if (std::find(g.members.begin(), g.members.end(), p) != g.members.end())
+        throw std::logic_error("parameter in two groups: " + p->name);
+  }
+  ParamGroup g;
+  g.members = members;
+  g.shape = members[0]->shape;
+  g.shape[0] *= static_cast<int64_t>(members.size());
+  groups_.push_back(std::move(g));
+  return &groups_.back();
+}
+
+static Tensor view_at(const Buffer& b, int64_t offset, const std::vector<int64_t>& shape) {
   Tensor t = b.flat();
-  t.data = b.data
-               ? static_cast<char*>(b.data) + p.offset * static_cast<int64_t>(dtype_size(b.dtype))
-               : nullptr;
-  t.rank = static_cast<int>(p.shape.size());
-  for (int i = 0; i < t.rank; ++i) t.shape[i] = p.shape[i];
+  t.data = b.data ? static_cast<char*>(b.data) + offset * static_cast<int64_t>(dtype_size(b.dtype))
+                  : nullptr;
+  t.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < t.rank; ++i) t.shape[i] = shape[i];
   return t;
+}
+
+static Tensor view_of(const Buffer& b, const Param& p) {
+  return view_at(b, p.offset, p.shape);
 }
 
 void ParamStore::finalize(Arena& arena, DType compute_dtype) {
   compute_dtype_ = compute_dtype;
   total_ = 0;
+  // Reverse registration order; a group's members go together where the first of them comes.
+  std::map<const Param*, const ParamGroup*> group_of;
+  for (const ParamGroup& g : groups_)
+    for (const Param* p : g.members) group_of[p] = &g;
+  std::set<const Param*> placed;
+  auto place = [&](Param& p) {
+    p.offset = total_;
+    total_ += p.numel;
+    placed.insert(&p);
+  };
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
-    it->offset = total_;
-    total_ += it->numel;
+    if (placed.count(&*it)) continue;
+    auto g = group_of.find(&*it);
+    if (g == group_of.end()) {
+      place(*it);
+      continue;
+    }
+    for (Param* member : g->second->members) place(*member);
   }
   master_ = arena.allocate("params.master", DType::f32, total_);
   grads_ = arena.allocate("params.grad", DType::f32, total_);
@@ -50,6 +87,12 @@ void ParamStore::finalize(Arena& arena, DType compute_dtype) {
     p.value = view_of(master_, p);
     p.compute = compute_dtype == DType::f32 ? p.value : view_of(compute_, p);
     p.grad = view_of(grads_, p);
+  }
+  for (ParamGroup& g : groups_) {
+    const int64_t offset = g.members[0]->offset;
+    g.compute = compute_dtype == DType::f32 ? view_at(master_, offset, g.shape)
+                                            : view_at(compute_, offset, g.shape);
+    g.grad = view_at(grads_, offset, g.shape);
   }
 }
 

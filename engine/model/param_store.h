@@ -27,11 +27,28 @@ struct Param {
   Tensor grad;     // view into the fp32 gradient buffer
 };
 
+// Parameters of one shape laid out back to back, in `members` order, and seen as one tensor whose
+// first dimension is the members' sum: the q, k and v projection weights as one [3d, d] matrix, so
+// one GEMM computes all three projections. The members stay parameters of their own (names,
+// checkpoints, initialisation); the joined views are set by finalize().
+struct ParamGroup {
+  std::vector<Param*> members;
+  std::vector<int64_t> shape;  // e.g. [3 * out, in]
+  Tensor compute;              // what the ops read, as Param::compute
+  Tensor grad;                 // f32, as Param::grad
+};
+
 class ParamStore {
  public:
   // Registers a parameter; the returned pointer stays valid for the store's life. Views are set by
   // finalize().
   Param* add(const std::string& name, std::vector<int64_t> shape, ParamKind kind);
+
+  // Lays `members` (registered, of one kind and one shape, in no other group) out back to back in
+  // this order, where the first of them to come in the layout would have gone. The returned
+  // pointer stays valid for the store's life; views are set by finalize(). Throws
+  // std::logic_error for an empty group, mixed shapes or kinds, or a parameter in two groups.
+  const ParamGroup* join(const std::vector<Param*>& members);
 
   // Lays out every parameter and carves master and gradient buffers from the arena, plus a working
   // copy in `compute_dtype` when that is not f32 (mixed precision).
@@ -58,6 +75,7 @@ class ParamStore {
 
  private:
   std::deque<Param> params_;
+  std::deque<ParamGroup> groups_;
   int64_t total_ = 0;
   DType compute_dtype_ = DType::f32;
   Buffer master_, grads_, compute_;

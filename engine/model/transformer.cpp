@@ -2,6 +2,7 @@
 // entry points are in transformer_decoding.cpp.
 #include "engine/model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -74,6 +75,11 @@ Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_row
   allocate(planner);
   arena_ = Arena(device, planner.used());
   allocate(arena_);
+  // A stage reports its parameters from the end of its layout span to its start (the layout
+  // reverses registration, and joined groups sit together): buckets then fill front to back.
+  for (auto& stage : stages_)
+    std::sort(stage.begin(), stage.end(),
+              [](const Param* a, const Param* b) { return a->offset > b->offset; });
 }
 
 void Transformer::allocate(Arena& arena) {

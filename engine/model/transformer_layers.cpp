@@ -5,7 +5,7 @@ namespace nmt {
 
 EncoderLayer::EncoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
                            DropoutIds& ids)
-    : self_attn_(store, prefix + ".self_attn", shape, /*causal=*/false, ids.take()),
+    : self_attn_(store, prefix + ".self_attn", shape, AttentionKind::encoder_self, ids.take()),
       self_attn_sub_(store, prefix + ".self_attn_layer_norm", shape, ids.take()),
       ffn_(store, prefix, shape, ids.take()),
       ffn_sub_(store, prefix + ".final_layer_norm", shape, ids.take()) {}
@@ -36,9 +36,9 @@ void EncoderLayer::backward(Tensor& grad, Workspace& ws) {
 
 DecoderLayer::DecoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
                            DropoutIds& ids)
-    : self_attn_(store, prefix + ".self_attn", shape, /*causal=*/true, ids.take()),
+    : self_attn_(store, prefix + ".self_attn", shape, AttentionKind::decoder_self, ids.take()),
       self_attn_sub_(store, prefix + ".self_attn_layer_norm", shape, ids.take()),
-      cross_attn_(store, prefix + ".encoder_attn", shape, /*causal=*/false, ids.take()),
+      cross_attn_(store, prefix + ".encoder_attn", shape, AttentionKind::cross, ids.take()),
       cross_attn_sub_(store, prefix + ".encoder_attn_layer_norm", shape, ids.take()),
       ffn_(store, prefix, shape, ids.take()),
       ffn_sub_(store, prefix + ".final_layer_norm", shape, ids.take()) {}

@@ -8,11 +8,12 @@ namespace nmt {
 
 struct Workspace {
   // Sublayer (norm/residual wrapper) slots.
-  Buffer s1, s2, s3;       // [max_rows, d_model], all in the activation dtype
-  // AttentionBlock slots.
-  Buffer a1, a2, a3, a4;   // [max_rows, d_model]
+  Buffer s1, s2, s3;  // [max_rows, d_model], all in the activation dtype
+  // AttentionBlock slots: a1 [max_rows, d_model]; a_proj [3 * max_rows * d_model], the gradients
+  // of the q, k and v projections in the block's layout (AttentionBlock::projections).
+  Buffer a1, a_proj;
   // FeedForwardBlock slot.
-  Buffer f1;               // [max_rows, ffn_dim]
+  Buffer f1;  // [max_rows, ffn_dim]
 
   void plan(Arena& arena, int64_t max_rows, int64_t d_model, int64_t ffn_dim, DType dtype) {
     int64_t n = max_rows * d_model;
@@ -20,9 +21,7 @@ struct Workspace {
     s2 = arena.allocate("ws.s2", dtype, n);
     s3 = arena.allocate("ws.s3", dtype, n);
     a1 = arena.allocate("ws.a1", dtype, n);
-    a2 = arena.allocate("ws.a2", dtype, n);
-    a3 = arena.allocate("ws.a3", dtype, n);
-    a4 = arena.allocate("ws.a4", dtype, n);
+    a_proj = arena.allocate("ws.a_proj", dtype, 3 * n);
     f1 = arena.allocate("ws.f1", dtype, max_rows * ffn_dim);
   }
 };

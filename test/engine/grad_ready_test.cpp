@@ -45,7 +45,7 @@ TEST_CASE("backward reports each parameter once, stage by stage in layout order"
         CHECK(sorted[i].begin == (i == 0 ? 0 : sorted[i - 1].end));
       CHECK(sorted.back().end == model.params().total_elements());
 
-      // A stage reports its parameters in registration order, which the layout reverses: a run of
+      // A stage reports its parameters from the end of its layout span to its start: a run of
       // calls each ending where the previous began. Runs must then ascend through the layout.
       int64_t run_begin = calls[0].begin, previous_run_end = 0, run_end = calls[0].end;
       for (size_t i = 1; i <= calls.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "data/batch.h"
@@ -164,3 +165,61 @@ TEST_CASE("parameter names follow PyTorch/fairseq conventions and the layout is 
   CHECK(emb->offset + emb->numel == ps.total_elements());
 }
 
+
+TEST_CASE("every parameter gradient matches finite differences on the fused attention path",
+          "[engine][gradcheck]") {
+  // The path CUDA takes in bf16/f16 (joined q/k/v and k/v projections, the fused attention op),
+  // here with the fused op's f32 CPU reference; dropout on, pre-norm and post-norm.
+  for (bool pre_norm : {false, true}) {
+    INFO("pre_norm " << pre_norm);
+    ModelShape s = tiny_shape();
+    s.cpu_fused_attention = true;
+    s.pre_norm = pre_norm;
+    s.dropout = 0.2f;
+    s.attention_dropout = 0.15f;
+    s.relu_dropout = 0.25f;
+    check_all_parameters(s, 0.1f, 5);
+  }
+}
+
+TEST_CASE("the fused attention path computes the loss and gradients of the unfused one",
+          "[engine]") {
+  ModelShape s = tiny_shape();
+  s.pre_norm = true;
+  s.attention_dropout = 0.2f;  // same Philox masks on both paths
+  Batch b = ragged_batch();
+  StepContext ctx{11, 4, /*training=*/true};
+  std::vector<float> grads[2];
+  double losses[2];
+  for (bool fused : {false, true}) {
+    s.cpu_fused_attention = fused;
+    Transformer model(s, nmt::Device::cpu, 64, 16);
+    model.params().initialize(7);
+    losses[fused] = loss_of(model, b, ctx, 0.1f);
+    for (const nmt::Param& p : model.params().params())  // by name: the layouts differ
+      grads[fused].insert(grads[fused].end(), p.grad.f32(), p.grad.f32() + p.numel);
+  }
+  CHECK(losses[1] == Approx(losses[0]).epsilon(1e-5));
+  REQUIRE(grads[0].size() == grads[1].size());
+  double worst = 0;
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(grads[0][i] - grads[1][i])));
+  CHECK(worst < 1e-4);
+}
+
+TEST_CASE("self-attention's q, k, v and cross-attention's k, v are laid out as one matrix",
+          "[engine]") {
+  Transformer model(tiny_shape(), nmt::Device::cpu, 64, 16);
+  auto& ps = model.params();
+  auto offset_of = [&](const std::string& name) { return ps.find(name)->offset; };
+  const int64_t dd = 8 * 8;
+  for (const std::string prefix : {"encoder.layers.1.self_attn.", "decoder.layers.0.self_attn."}) {
+    CHECK(offset_of(prefix + "k_proj.weight") == offset_of(prefix + "q_proj.weight") + dd);
+    CHECK(offset_of(prefix + "v_proj.weight") == offset_of(prefix + "k_proj.weight") + dd);
+    CHECK(offset_of(prefix + "k_proj.bias") == offset_of(prefix + "q_proj.bias") + 8);
+    CHECK(offset_of(prefix + "v_proj.bias") == offset_of(prefix + "k_proj.bias") + 8);
+  }
+  const std::string cross = "decoder.layers.1.encoder_attn.";
+  CHECK(offset_of(cross + "v_proj.weight") == offset_of(cross + "k_proj.weight") + dd);
+  CHECK(offset_of(cross + "v_proj.bias") == offset_of(cross + "k_proj.bias") + 8);
+}
