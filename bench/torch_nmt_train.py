@@ -118,7 +118,7 @@ DEFAULTS = {
     "optimizer": {"name": "adam", "beta1": 0.9, "beta2": 0.997, "epsilon": 1e-9,
                   "weight_decay": 0.0},
     "lr_schedule": {"policy": "transformer_policy", "learning_rate": 2.0, "warmup_steps": 8000,
-                    "warmup_init_lr": 0.0},
+                    "warmup_init_lr": 0.0, "decay_steps": 0, "final_lr": 0.0},
     "eval": {"every_steps": 0, "max_sentences": 0},
     "log": {"every_steps": 10, "dir": ""},
 }
@@ -202,7 +202,7 @@ def load_config(path, overrides):
     return cfg
 
 
-def learning_rate_at(s, d_model, step):
+def learning_rate_at(s, d_model, step, max_steps):
     """engine/train/lr_schedule.cpp, step 1-based."""
     step = max(step, 1)
     warmup = max(s["warmup_steps"], 1)
@@ -214,6 +214,17 @@ def learning_rate_at(s, d_model, step):
         return s["learning_rate"] * math.sqrt(warmup / step)
     if s["policy"] == "constant":
         return s["learning_rate"]
+    if s["policy"] in ("cosine", "linear"):
+        end = s["decay_steps"] or max_steps
+        if end <= s["warmup_steps"]:
+            raise SystemExit(f"lr_schedule: the decay ends at step {end}, not after the warmup")
+        if step < warmup and s["warmup_steps"] > 0:
+            return s["warmup_init_lr"] + (s["learning_rate"] - s["warmup_init_lr"]) * step / warmup
+        t = min(1.0, (step - s["warmup_steps"]) / (end - s["warmup_steps"]))
+        lr, final = s["learning_rate"], s["final_lr"]
+        if s["policy"] == "linear":
+            return lr + (final - lr) * t
+        return final + (lr - final) * 0.5 * (1 + math.cos(math.pi * t))
     raise SystemExit(f"lr_schedule.policy {s['policy']}: unknown")
 
 
@@ -934,7 +945,7 @@ def main():
     for step in range(1, max_steps + 1):
         micro = [batcher.next() for _ in range(max(t["update_freq"], 1))]
         step_tokens = sum(b["tokens"] for b in micro)
-        lr = learning_rate_at(cfg["lr_schedule"], m["d_model"], step)
+        lr = learning_rate_at(cfg["lr_schedule"], m["d_model"], step, max_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.zero_grad(set_to_none=True)

@@ -25,7 +25,7 @@ class ConfigError : public std::runtime_error {
 
 enum class NormPosition : uint8_t { post, pre };
 enum class OptimizerKind : uint8_t { adam, lazyadam };
-enum class LrPolicy : uint8_t { transformer_policy, inverse_sqrt, constant };
+enum class LrPolicy : uint8_t { transformer_policy, inverse_sqrt, constant, cosine, linear };
 // How the projections are initialised (engine/model/param_init.h has the distributions).
 enum class InitScheme : uint8_t {
   xavier,  // every weight matrix Xavier-uniform per projection, biases 0 (the engine's first)
@@ -106,7 +106,15 @@ struct LrScheduleConfig {
   double learning_rate = 2.0;
   int64_t warmup_steps = 8000;
   double warmup_init_lr = 0.0;
+  // cosine and linear: the step the decay ends at (0 = train.max_steps), and the rate there.
+  int64_t decay_steps = 0;
+  double final_lr = 0.0;
 };
+
+// The step a cosine or linear decay ends at: decay_steps, or the run's max_steps when 0.
+inline int64_t decay_end(const LrScheduleConfig& l, int64_t max_steps) {
+  return l.decay_steps > 0 ? l.decay_steps : max_steps;
+}
 
 struct EvalConfig {
   int64_t every_steps = 0;    // 0 = off

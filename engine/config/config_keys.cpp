@@ -28,7 +28,9 @@ const EnumNames<OptimizerKind> kOptimizerNames = {{"adam", OptimizerKind::adam},
                                                   {"lazyadam", OptimizerKind::lazyadam}};
 const EnumNames<LrPolicy> kLrPolicyNames = {{"transformer_policy", LrPolicy::transformer_policy},
                                             {"inverse_sqrt", LrPolicy::inverse_sqrt},
-                                            {"constant", LrPolicy::constant}};
+                                            {"constant", LrPolicy::constant},
+                                            {"cosine", LrPolicy::cosine},
+                                            {"linear", LrPolicy::linear}};
 const EnumNames<Device> kDeviceNames = {{"cpu", Device::cpu}, {"cuda", Device::cuda}};
 constexpr std::string_view kAutoDevice = "auto";  // train.device unset: what the machine has
 // DType also has i32, which is no compute or all-reduce precision: it has no spelling here.
@@ -274,14 +276,22 @@ std::vector<ConfigKey> build_keys() {
           "transformer_policy: `learning_rate * d_model^-0.5 * min(step^-0.5, step * "
           "warmup^-1.5)`; inverse_sqrt: linear warmup from warmup_init_lr to learning_rate, then "
           "`learning_rate * sqrt(warmup / step)`; constant: learning_rate after the same linear "
-          "warmup (OpenSeq2Seq: lr_policy)."),
+          "warmup; cosine and linear: the same warmup, then from learning_rate down to final_lr "
+          "at decay_steps along half a cosine or a straight line, final_lr after (fairseq's "
+          "cosine and polynomial_decay; OpenSeq2Seq: lr_policy)."),
       key("lr_schedule.learning_rate", kLr, &L::learning_rate, above_to(0, 1000),
           "transformer_policy: the multiplier (OpenSeq2Seq uses 2.0); other policies: the peak "
           "learning rate."),
       key("lr_schedule.warmup_steps", kLr, &L::warmup_steps, closed(0, 1e9),
           "Updates of learning-rate warmup (OpenSeq2Seq: lr_policy_params.warmup_steps)."),
       key("lr_schedule.warmup_init_lr", kLr, &L::warmup_init_lr, closed(0, 1000),
-          "inverse_sqrt and constant: the learning rate the linear warmup starts from."),
+          "inverse_sqrt, constant, cosine and linear: the learning rate the linear warmup starts "
+          "from."),
+      key("lr_schedule.decay_steps", kLr, &L::decay_steps, closed(0, 1e12),
+          "cosine and linear: the update at which the decay reaches final_lr; 0 = "
+          "train.max_steps."),
+      key("lr_schedule.final_lr", kLr, &L::final_lr, closed(0, 1000),
+          "cosine and linear: the learning rate at decay_steps and after."),
 
       key("eval.every_steps", kEval, &E::every_steps, closed(0, 1e12),
           "Evaluate on the dev set every N updates (loss, then decoding and BLEU); 0 = never "

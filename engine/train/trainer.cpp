@@ -149,6 +149,7 @@ class TrainingRun {
   void finish(const std::string& stop_reason);
 
   const RunConfig& cfg_;
+  LrScheduleConfig lr_;  // cfg_.lr_schedule with the decay end resolved (decay_end)
   std::ostream& out_;
   TrainOptions options_;
   DataParallel& dp_;
@@ -180,6 +181,7 @@ class TrainingRun {
 TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOptions& options,
                          DataParallel& dp, const std::vector<std::string>& device_lines)
     : cfg_(cfg),
+      lr_(cfg.lr_schedule),
       out_(out),
       options_(options),
       dp_(dp),
@@ -190,6 +192,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
       loss_scaler_(cfg.train.precision, cfg.train.loss_scale, cfg.train.loss_scale_window) {
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   max_time_seconds_ = parse_max_time(cfg.train.max_time).value_or(0.0);
+  lr_.decay_steps = decay_end(cfg.lr_schedule, cfg.train.max_steps);
   if (cfg.eval.beam > 1)
     out << "note: eval.beam = " << cfg.eval.beam
         << ": evaluation during training decodes greedily for now (nmt-translate runs beam "
@@ -313,7 +316,7 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   time_up_ = time_up;
   state_.interval.loss += loss;
   state_.interval.correct += correct;
-  double lr = learning_rate_at(cfg_.lr_schedule, model_->shape().d_model, step);
+  double lr = learning_rate_at(lr_, model_->shape().d_model, step);
   // Dividing by tokens * scale unscales the gradients (fp16 loss scaling; the scale is 1
   // otherwise).
   OptimizerStepStats st =
@@ -383,7 +386,7 @@ void TrainingRun::log_line(int64_t step, bool reset_interval) {
   if (!cfg_.checkpoint.dir.empty() && dp_.is_root())
     left.saves = events_due(step - 1, last, cfg_.checkpoint.every_steps, true);
   double eta = eta_seconds(spent_, left);
-  double lr = learning_rate_at(cfg_.lr_schedule, model_->shape().d_model, step);
+  double lr = learning_rate_at(lr_, model_->shape().d_model, step);
   TrainRecord record = make_train_record(step, data_->epoch(), lr, eta, state_.interval);
   record.loss_scale = loss_scaler_.scale();
   record.dynamic_loss_scale = loss_scaler_.dynamic();
@@ -431,7 +434,7 @@ void TrainingRun::save(std::optional<CheckpointMetric> metric) {
   s.loss_scale = loss_scaler_.scale();
   s.lr_schedule = {
       {"policy", std::string(config_name(cfg_.lr_schedule.policy))},
-      {"lr", learning_rate_at(cfg_.lr_schedule, model_->shape().d_model, state_.step)}};
+      {"lr", learning_rate_at(lr_, model_->shape().d_model, state_.step)}};
   s.vocab_path = vocab_path_;
   s.extra = state_.extra();
   s.extra["loss_scale_clean_steps"] = loss_scaler_.to_json()["clean_steps"];

@@ -247,6 +247,21 @@ TEST_CASE("cross-key rules", "[config]") {
       load_run_config(ScratchFile(R"({"train": {"device": "cpu", "precision": "fp32"}})").path(),
                       {"lr_schedule.policy=constant", "lr_schedule.warmup_steps=0"}));
 
+  message = rule_error({"lr_schedule.policy=cosine", "train.max_steps=500",
+                        "lr_schedule.warmup_steps=800"});
+  CHECK(contains(message, "decays until step 500 (train.max_steps), which is not after "
+                          "lr_schedule.warmup_steps = 800"));
+  message = rule_error({"lr_schedule.policy=linear", "lr_schedule.decay_steps=10",
+                        "lr_schedule.warmup_steps=800"});
+  CHECK(contains(message, "(lr_schedule.decay_steps)"));
+  message = rule_error({"lr_schedule.policy=cosine", "lr_schedule.final_lr=9"});
+  CHECK(contains(message, "lr_schedule.final_lr = 9.000000 is above"));
+  CHECK_NOTHROW(
+      load_run_config(ScratchFile(R"({"train": {"device": "cpu", "precision": "fp32"}})").path(),
+                      {"lr_schedule.policy=cosine", "lr_schedule.warmup_steps=10",
+                       "train.max_steps=100", "lr_schedule.final_lr=0.00001",
+                       "lr_schedule.learning_rate=0.001"}));
+
   message = rule_error({"eval.early_stop_patience=3"});
   CHECK(contains(message, "eval.early_stop_patience = 3 needs eval.every_steps > 0"));
 
