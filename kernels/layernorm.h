@@ -9,8 +9,21 @@ namespace nmt {
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                        Tensor& mean, Tensor& rstd, float eps);
 
-// dy, x, dx: [rows, d]; dx is written (=); d_gamma, d_beta: [d], accumulated (+=).
+// dy, x, dx: [rows, d]; dx is written (=), may alias dy; d_gamma, d_beta: [d], accumulated (+=).
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& d_gamma, Tensor& d_beta);
+
+// The pre-norm residual's backward in one pass: dx = residual + (the input gradient of
+// layernorm_backward), equal bit for bit to layernorm_backward into a scratch tensor followed by
+// residual_add(residual, scratch, dx) on both backends (the input gradient is rounded to the
+// activation dtype where layernorm_backward stores it, then added in f32 and rounded as
+// residual_add adds). d_gamma, d_beta: [d], accumulated (+=) as by layernorm_backward.
+// dy, x, residual, dx: [rows, d], one dtype; dx is written (=). dx may be the very same memory
+// as residual (each element is read before the same element is written), but must not overlap
+// dy (no caller needs that, and leaving it out lets a kernel read dy after writing dx); both are
+// checked (std::invalid_argument).
+void layernorm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                            const Tensor& mean, const Tensor& rstd, const Tensor& residual,
+                            Tensor& dx, Tensor& d_gamma, Tensor& d_beta);
 
 }  // namespace nmt

@@ -1,6 +1,7 @@
-// The ops' check library: shape, rank, dtype, device and data checks naming the op.
+// The ops' check library: shape, rank, dtype, device, data and overlap checks naming the op.
 #include "kernels/op_checks.h"
 
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -76,6 +77,35 @@ void require_rank(const char* op, const char* name, const Tensor& t, int rank, c
 void require_data(const char* op, const char* name, const Tensor& t) {
   if (t.empty() && t.numel() != 0)
     fail(op, std::string(name) + " " + t.shape_string() + " has no data");
+}
+
+namespace {
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.empty() || b.empty() || a.bytes() == 0 || b.bytes() == 0) return false;
+  const auto a_begin = reinterpret_cast<uintptr_t>(a.data);
+  const auto b_begin = reinterpret_cast<uintptr_t>(b.data);
+  return a_begin < b_begin + b.bytes() && b_begin < a_begin + a.bytes();
+}
+
+void fail_overlap(const char* op, const char* name, const Tensor& t, const char* other_name,
+                  const Tensor& other, const char* allowed) {
+  fail(op, std::string(name) + " " + t.shape_string() + " must not overlap " + other_name + " " +
+               other.shape_string() + " in memory" + allowed);
+}
+
+}  // namespace
+
+void require_disjoint(const char* op, const char* name, const Tensor& t, const char* other_name,
+                      const Tensor& other) {
+  if (overlaps(t, other)) fail_overlap(op, name, t, other_name, other, "");
+}
+
+void require_disjoint_or_same(const char* op, const char* name, const Tensor& t,
+                              const char* other_name, const Tensor& other) {
+  const bool same = t.data == other.data && t.bytes() == other.bytes();
+  if (!same && overlaps(t, other))
+    fail_overlap(op, name, t, other_name, other, " (it may be the very same memory)");
 }
 
 void require_cuda(const char* op, const char* name, const Tensor& t) {

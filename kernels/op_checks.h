@@ -1,7 +1,8 @@
-// The one check library of the ops: shape, rank, dtype, device and data checks with messages that
-// name the op and the tensor, used by the dispatch files (kernels/<op>.cpp) and by the CUDA side
-// (kernels/cuda/) for what its kernels assume, and the error for ops whose CUDA backend is not
-// wired yet. check_shape and check_same_device are also used above the kernels (engine/decode).
+// The one check library of the ops: shape, rank, dtype, device, data and memory-overlap checks
+// with messages that name the op and the tensor, used by the dispatch files (kernels/<op>.cpp) and
+// by the CUDA side (kernels/cuda/) for what its kernels assume, and the error for ops whose CUDA
+// backend is not wired yet. check_shape and check_same_device are also used above the kernels
+// (engine/decode).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,15 @@ void require_rank(const char* op, const char* name, const Tensor& t, int rank,
 
 // Throws unless `t` has data whenever it has elements.
 void require_data(const char* op, const char* name, const Tensor& t);
+
+// Throws std::invalid_argument "<op>: <name> [..] must not overlap <other_name> [..]" when the
+// bytes of the two tensors overlap (a tensor without data or elements overlaps nothing).
+void require_disjoint(const char* op, const char* name, const Tensor& t, const char* other_name,
+                      const Tensor& other);
+// As require_disjoint, but the very same memory (same data, same byte count) passes: an
+// elementwise output written over its input.
+void require_disjoint_or_same(const char* op, const char* name, const Tensor& t,
+                              const char* other_name, const Tensor& other);
 // Throws std::invalid_argument unless `t` is empty or lives on the GPU.
 void require_cuda(const char* op, const char* name, const Tensor& t);
 

@@ -51,8 +51,10 @@ void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
     if (p_ > 0) dropout_backward(d_out, g1, p_, key_);
     else copy_tensor(d_out, g1);
     f_backward(g1, g2);  // gradient w.r.t. LN(x)
-    layernorm_backward(g2, x_, gain_->compute, mean, rstd, g3, gain_->grad, bias_->grad);
-    residual_add(d_out, g3, d_x);
+    // d_x = d_out + the LN's input gradient in one pass (the residual's backward; d_x may be
+    // d_out), bit for bit what layernorm_backward then residual_add computed.
+    layernorm_backward_add(g2, x_, gain_->compute, mean, rstd, d_out, d_x, gain_->grad,
+                           bias_->grad);
   } else {
     layernorm_backward(d_out, normed, gain_->compute, mean, rstd, g1, gain_->grad, bias_->grad);
     if (p_ > 0) dropout_backward(g1, g2, p_, key_);

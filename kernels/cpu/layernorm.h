@@ -16,4 +16,11 @@ void layernorm_backward(const float* dy, const float* x, const float* gamma, con
                         const float* rstd, float* dx, float* d_gamma, float* d_beta, int64_t rows,
                         int64_t d);
 
+// As layernorm_backward, with dx = residual + the input gradient, equal bit for bit to
+// layernorm_backward then residual_add. residual: [rows, d]; dx: [rows, d] written (=), may alias
+// residual (not dy or x).
+void layernorm_backward_add(const float* dy, const float* x, const float* gamma, const float* mean,
+                            const float* rstd, const float* residual, float* dx, float* d_gamma,
+                            float* d_beta, int64_t rows, int64_t d);
+
 }  // namespace nmt::cpu

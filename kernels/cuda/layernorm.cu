@@ -3,7 +3,8 @@
 // one warp per row, the row held in registers as 16-byte packs, statistics in fp32 from a
 // two-pass (mean, then centred squares) sum. Other rows take a block-per-row path through global
 // memory. Parameter gradients are per-block partial sums plus an ordered second pass (reduce.h):
-// deterministic, no float atomics.
+// deterministic, no float atomics. The backward kernels take ADD_RESIDUAL for
+// layernorm_backward_add: the same kernels, with the residual added as dx is stored.
 #include <algorithm>
 #include <type_traits>
 
@@ -80,6 +81,19 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// The dx element stored: the input gradient rounded to T, as layernorm_backward stores it, and with
+// ADD_RESIDUAL the residual added to that rounded value in f32 and rounded to T again, as
+// residual_add adds (layernorm.h: equal to the two ops bit for bit). __fadd_rn keeps nvcc from
+// contracting the product that makes input_gradient and this add into one FMA (one rounding where
+// the separate ops round twice in f32).
+template <typename T, bool ADD_RESIDUAL>
+__device__ __forceinline__ T stored_dx(float input_gradient, T residual) {
+  const T rounded = from_float<T>(input_gradient);
+  if constexpr (ADD_RESIDUAL)
+    return from_float<T>(__fadd_rn(to_float(residual), to_float(rounded)));
+  return rounded;
+}
+
 // Warps stride over rows; each lane keeps its columns' d_gamma / d_beta sums in registers, the
 // block adds its warps' sums in warp order in shared memory and writes one partial row
 // [d_gamma | d_beta]. The next row's loads are issued before the current row is computed, so each
@@ -87,11 +101,14 @@ __global__ void __launch_bounds__(kRowThreads)
 // Two blocks per multiprocessor (at most 128 registers) while a lane holds at most 16 16-bit or
 // 8 f32 elements (d = 512 in bf16); wider rows get the registers they need at one block per
 // multiprocessor rather than spill.
-template <typename T, int VEC, int CHUNKS>
+// With ADD_RESIDUAL, dx = residual + the input gradient (stored_dx); residual may be dx: a lane
+// reads its residual pack of a row before it writes the same pack of dx.
+template <typename T, int VEC, int CHUNKS, bool ADD_RESIDUAL>
 __global__ void __launch_bounds__(kRowThreads, VEC* CHUNKS * sizeof(T) <= 32 ? 2 : 1)
     layernorm_backward_rows(const T* dy, const T* __restrict__ x, const T* __restrict__ gamma,
-                            const float* __restrict__ mean, const float* __restrict__ rstd, T* dx,
-                            float* __restrict__ partials, int64_t rows, int d) {
+                            const float* __restrict__ mean, const float* __restrict__ rstd,
+                            const T* residual, T* dx, float* __restrict__ partials, int64_t rows,
+                            int d) {
   extern __shared__ float block_sums[];  // [2, d]: d_gamma then d_beta
   using P = Pack<T, VEC>;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -145,12 +162,18 @@ __global__ void __launch_bounds__(kRowThreads, VEC* CHUNKS * sizeof(T) <= 32 ? 2
     for (int c = 0; c < CHUNKS; ++c) {
       const int col = (c * 32 + lane) * VEC;
       if (col < d) {
+        // The residual is loaded here rather than with the row: held through the reductions it
+        // made the widest variants spill (bf16 d = 512 at two blocks per multiprocessor).
+        P residuals{};
+        if constexpr (ADD_RESIDUAL)
+          residuals = *reinterpret_cast<const P*>(residual + row * d + col);
         P out;
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
           const float xhat = (to_float(xs[c].v[i]) - mu) * r;
           const float g = __fmul_rn(to_float(dys[c].v[i]), to_float(gs[c].v[i]));
-          out.v[i] = from_float<T>(r * (g - mean_g - xhat * mean_g_xhat));
+          out.v[i] =
+              stored_dx<T, ADD_RESIDUAL>(r * (g - mean_g - xhat * mean_g_xhat), residuals.v[i]);
         }
         *reinterpret_cast<P*>(dx + row * d + col) = out;
       }
@@ -208,11 +231,14 @@ __global__ void layernorm_forward_generic(const T* __restrict__ x, const T* __re
   }
 }
 
-template <typename T>
+// With ADD_RESIDUAL, dx = residual + the input gradient (stored_dx); residual may be dx: each
+// element is read and then written by one thread.
+template <typename T, bool ADD_RESIDUAL>
 __global__ void layernorm_backward_dx_generic(const T* dy, const T* __restrict__ x,
                                               const T* __restrict__ gamma,
                                               const float* __restrict__ mean,
-                                              const float* __restrict__ rstd, T* dx, int64_t d) {
+                                              const float* __restrict__ rstd, const T* residual,
+                                              T* dx, int64_t d) {
   __shared__ float shared[32];
   const int64_t offset = static_cast<int64_t>(blockIdx.x) * d;
   const float mu = mean[blockIdx.x], r = rstd[blockIdx.x];
@@ -228,7 +254,8 @@ __global__ void layernorm_backward_dx_generic(const T* dy, const T* __restrict__
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     const float xhat = (to_float(x[offset + i]) - mu) * r;
     const float g = __fmul_rn(to_float(dy[offset + i]), to_float(gamma[i]));
-    dx[offset + i] = from_float<T>(r * (g - mean_g - xhat * mean_g_xhat));
+    dx[offset + i] = stored_dx<T, ADD_RESIDUAL>(r * (g - mean_g - xhat * mean_g_xhat),
+                                                ADD_RESIDUAL ? residual[offset + i] : T{});
   }
 }
 
@@ -326,9 +353,13 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   });
 }
 
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd, Tensor& dx, Tensor& d_gamma, Tensor& d_beta) {
-  constexpr const char* op = "layernorm_backward";
+namespace {
+
+// The checks of both backward ops; residual is layernorm_backward_add's (null for
+// layernorm_backward).
+void check_backward(const char* op, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                    const Tensor& mean, const Tensor& rstd, const Tensor* residual,
+                    const Tensor& dx, const Tensor& d_gamma, const Tensor& d_beta) {
   check_common(op, x, gamma);
   const int64_t rows = x.dim(0), d = x.dim(1);
   check_shape(op, "dy", dy, {rows, d});
@@ -351,11 +382,26 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
                               {"dx", &dx},
                               {"d_gamma", &d_gamma},
                               {"d_beta", &d_beta}});
+  if (!residual) return;
+  check_shape(op, "residual", *residual, {rows, d});
+  detail::require_same_dtype(op, "residual", *residual, "x", x);
+  detail::require_on_gpu(op, {{"residual", residual}});
+  detail::require_disjoint(op, "dx", dx, "dy", dy);
+  detail::require_disjoint_or_same(op, "dx", dx, "residual", *residual);
+}
+
+// Both backward ops after check_backward (the shapes of kernels/cuda/layernorm.h); ADD_RESIDUAL:
+// dx = residual + the input gradient, residual unused (and empty) without it.
+template <bool ADD_RESIDUAL>
+void launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                     const Tensor& mean, const Tensor& rstd, const Tensor& residual, Tensor& dx,
+                     Tensor& d_gamma, Tensor& d_beta) {
+  const int64_t rows = x.dim(0), d = x.dim(1);
   if (rows == 0 || d == 0) return;
   cudaStream_t stream = current_stream();
   StreamResources& resources = stream_resources(stream);
   const bool aligned = is_aligned16(x.data) && is_aligned16(gamma.data) && is_aligned16(dy.data) &&
-                       is_aligned16(dx.data);
+                       is_aligned16(dx.data) && (!ADD_RESIDUAL || is_aligned16(residual.data));
   float* dgamma_out = static_cast<float*>(d_gamma.data);
   float* dbeta_out = static_cast<float*>(d_beta.data);
   dispatch_float_dtype(x.dtype, op, "x", [&](auto tag) {
@@ -365,9 +411,11 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
     const T* gp = static_cast<const T*>(gamma.data);
     const float* mp = static_cast<const float*>(mean.data);
     const float* rp = static_cast<const float*>(rstd.data);
+    const T* residualp = static_cast<const T*>(residual.data);  // null without ADD_RESIDUAL
     T* dxp = static_cast<T*>(dx.data);
     const bool done = with_row_variant<T>(d, aligned, [&](auto vec, auto chunks) {
-      auto kernel = layernorm_backward_rows<T, decltype(vec)::value, decltype(chunks)::value>;
+      auto kernel =
+          layernorm_backward_rows<T, decltype(vec)::value, decltype(chunks)::value, ADD_RESIDUAL>;
       const size_t shared_bytes = 2 * static_cast<size_t>(d) * sizeof(float);
       // Enough blocks to fill the GPU once; warps then stride over the rows, so the partial sums
       // stay few (one row of d per block).
@@ -377,7 +425,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
       auto* partials = static_cast<float*>(
           resources.scratch(static_cast<size_t>(blocks * 2 * d) * sizeof(float)));
       kernel<<<static_cast<unsigned>(blocks), kRowThreads, shared_bytes, stream>>>(
-          dyp, xp, gp, mp, rp, dxp, partials, rows, static_cast<int>(d));
+          dyp, xp, gp, mp, rp, residualp, dxp, partials, rows, static_cast<int>(d));
       CUDA_CHECK_LAUNCH();
       accumulate_partial_sum_pair(partials, blocks, d, dgamma_out, dbeta_out, stream);
     });
@@ -392,10 +440,28 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
         <<<grid, kGenericThreads, 0, stream>>>(dyp, xp, mp, rp, rows, d, rows_per_part, partials);
     CUDA_CHECK_LAUNCH();
     accumulate_partial_sum_pair(partials, parts, d, dgamma_out, dbeta_out, stream);
-    layernorm_backward_dx_generic<T>
-        <<<static_cast<unsigned>(rows), kGenericThreads, 0, stream>>>(dyp, xp, gp, mp, rp, dxp, d);
+    layernorm_backward_dx_generic<T, ADD_RESIDUAL>
+        <<<static_cast<unsigned>(rows), kGenericThreads, 0, stream>>>(dyp, xp, gp, mp, rp,
+                                                                      residualp, dxp, d);
     CUDA_CHECK_LAUNCH();
   });
+}
+
+}  // namespace
+
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& d_gamma, Tensor& d_beta) {
+  constexpr const char* op = "layernorm_backward";
+  check_backward(op, dy, x, gamma, mean, rstd, nullptr, dx, d_gamma, d_beta);
+  launch_backward<false>(op, dy, x, gamma, mean, rstd, Tensor{}, dx, d_gamma, d_beta);
+}
+
+void layernorm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                            const Tensor& mean, const Tensor& rstd, const Tensor& residual,
+                            Tensor& dx, Tensor& d_gamma, Tensor& d_beta) {
+  constexpr const char* op = "layernorm_backward_add";
+  check_backward(op, dy, x, gamma, mean, rstd, &residual, dx, d_gamma, d_beta);
+  launch_backward<true>(op, dy, x, gamma, mean, rstd, residual, dx, d_gamma, d_beta);
 }
 
 }  // namespace nmt::cuda

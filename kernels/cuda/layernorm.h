@@ -15,5 +15,11 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 // d_gamma, d_beta: [d] f32, accumulated (+=) deterministically.
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& d_gamma, Tensor& d_beta);
+// As layernorm_backward, with dx = residual + the input gradient, equal bit for bit to
+// layernorm_backward then residual_add (kernels/layernorm.h). residual: [rows, d] T; dx may be
+// the very same memory as residual, must not overlap dy.
+void layernorm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                            const Tensor& mean, const Tensor& rstd, const Tensor& residual,
+                            Tensor& dx, Tensor& d_gamma, Tensor& d_beta);
 
 }  // namespace nmt::cuda
