@@ -1,6 +1,6 @@
 // IncrementalDecoder: the memory plan, the batch bookkeeping (start: cross-attention keys/values;
-// step: the rows' tokens and self-attention lengths; reorder: cache gathers) around the model's
-// own decoding step (Transformer::decode_step).
+// step: the rows' tokens, self-attention lengths and positions; reorder: cache gathers) around the
+// model's own decoding step (Transformer::decode_step).
 #include "engine/decode/incremental_decoder.h"
 
 #include <algorithm>
@@ -75,7 +75,7 @@ void IncrementalDecoder::plan(Arena& arena) {
       arena.allocate("incremental.self_probs", DType::f32, rows * heads_ * capacity_.positions);
   cross_probs_ =
       arena.allocate("incremental.cross_probs", DType::f32, rows * heads_ * capacity_.source_len);
-  step_ints_ = arena.allocate("incremental.step_ints", DType::i32, 2 * rows);
+  step_ints_ = arena.allocate("incremental.step_ints", DType::i32, 3 * rows);
   gather_ints_ = arena.allocate("incremental.gather_ints", DType::i32, 2 * rows);
   source_lengths_ = arena.allocate("incremental.source_lengths", DType::i32, rows);
 }
@@ -142,12 +142,15 @@ Tensor IncrementalDecoder::step(const std::vector<int32_t>& tokens, int64_t posi
     throw std::invalid_argument("incremental decoder: position " + number(position) +
                                 " out of order (next " + number(next_position_) + ", " +
                                 number(positions_) + " planned)");
-  // One upload per step: the ids, then every row's self-attention length (position + 1).
+  // One upload per step: the ids, every row's self-attention length (position + 1), every row's
+  // position (read on the device: a step captured into a CUDA graph replays at any position).
   host_ints_.assign(tokens.begin(), tokens.end());
   host_ints_.resize(static_cast<size_t>(2 * rows_), static_cast<int32_t>(position + 1));
+  host_ints_.resize(static_cast<size_t>(3 * rows_), static_cast<int32_t>(position));
   upload_i32(host_ints_, step_ints_);
-  Tensor ids = step_ints_.flat().rows(0, rows_);
-  Tensor logits = model_.decode_step(ids, position, layer_caches());
+  const Tensor ids = step_ints_.flat().rows(0, rows_);
+  const Tensor positions = step_ints_.flat().rows(2 * rows_, 3 * rows_);
+  Tensor logits = model_.decode_step(ids, positions, layer_caches());
   next_position_ = position + 1;
   return logits;
 }

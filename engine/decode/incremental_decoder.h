@@ -66,7 +66,7 @@ class IncrementalDecoder final : public StepDecoder {
   Buffer spare_;        // [cache_rows, d_model]: the gather target of reorder, swapped with a cache
   Buffer self_probs_;   // [rows, heads, 1, positions] f32
   Buffer cross_probs_;  // [sources, heads, beam, src_len] f32
-  Buffer step_ints_;    // [2 * rows] i32: token ids, then self-attention lengths
+  Buffer step_ints_;    // [3 * rows] i32: token ids, self-attention lengths, positions
   Buffer gather_ints_;  // [2 * rows] i32: parent rows, then parent sources
   Buffer source_lengths_;  // [rows] i32 (sources <= rows)
 

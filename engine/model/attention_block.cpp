@@ -83,13 +83,13 @@ void AttentionBlock::attend_cached(const Tensor& xq, CachedKeysValues& kv, Tenso
   linear_forward(c, o_w_->compute, o_b_->compute, out);
 }
 
-void AttentionBlock::append_and_attend(const Tensor& xq, CachedKeysValues& kv, int64_t position,
-                                       Tensor& out) {
+void AttentionBlock::append_and_attend(const Tensor& xq, const Tensor& positions,
+                                       CachedKeysValues& kv, Tensor& out) {
   const int64_t d = shape_.d_model, rows = xq.dim(0);
   Tensor k = k_.view({rows, d}), v = v_.view({rows, d});
   project_keys_values(xq, k, v);
-  cache_write_position(k, kv.keys, position);
-  cache_write_position(v, kv.values, position);
+  cache_write_position(k, positions, kv.keys);
+  cache_write_position(v, positions, kv.values);
   attend_cached(xq, kv, out);
 }
 
