@@ -69,10 +69,11 @@ class IncrementalDecoder final : public StepDecoder {
   // While graphs are on: the calling scope's work on the decoder's stream, in order with the
   // caller's stream (else nothing: the caller's stream).
   std::optional<cuda::StreamHandoff> own_stream_scope();
-  // Reorders one cache: gathers blocks (index: [count] i32) into the spare, then copies them back
-  // in place through the identity index (keep_address: the address a captured step writes) or
-  // swaps the spare in (one copy; the layout changes).
-  void reorder_cache(Buffer& cache, int64_t blocks, int64_t length, const Tensor& index,
+  // Reorders one cache ([old_blocks, length, d_model] used): gathers the first `used` positions of
+  // the blocks index ([count] i32) names into the spare, then copies them back in place through
+  // identity ([count] i32: 0, 1, ...; keep_address, the address a captured step writes) or swaps
+  // the spare in (one copy; the layout changes).
+  void reorder_cache(Buffer& cache, int64_t old_blocks, int64_t length, const Tensor& index,
                      int64_t used, const Tensor& identity, bool keep_address);
   // The current batch's views of every layer's caches, for the model's decoding calls.
   std::vector<DecoderLayerCache>& layer_caches();
@@ -86,7 +87,7 @@ class IncrementalDecoder final : public StepDecoder {
   std::vector<DecoderLayerCache> caches_;
 
   Arena arena_;
-  Buffer spare_;        // [cache_rows, d_model]: the gather target of reorder, swapped with a cache
+  Buffer spare_;        // [cache_rows, d_model]: reorder's gather target, swapped in or copied back
   Buffer self_probs_;   // [rows, heads, 1, positions] f32
   Buffer cross_probs_;  // [sources, heads, beam, src_len] f32
   Buffer step_ints_;    // [3 * rows] i32: token ids, self-attention lengths, positions
