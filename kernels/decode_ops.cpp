@@ -12,43 +12,42 @@
 
 namespace nmt {
 
-void embedding_forward_at(const Tensor& ids, const Tensor& table, Tensor& out, int64_t position,
-                          float scale, int32_t pad_id) {
+void embedding_forward_at(const Tensor& ids, const Tensor& positions, const Tensor& table,
+                          Tensor& out, float scale, int32_t pad_id) {
   constexpr const char* op = "embedding_forward_at";
   detail::require_rank(op, "ids", ids, 1, "[rows]");
   detail::require_rank(op, "table", table, 2, "[vocab, d_model]");
   const int64_t rows = ids.dim(0), vocab = table.dim(0), d_model = table.dim(1);
+  check_shape(op, "positions", positions, {rows});
   check_shape(op, "out", out, {rows, d_model});
   detail::require_dtype(op, "ids", ids, DType::i32);
-  if (position < 0)
-    throw std::invalid_argument(std::string(op) + ": position " + std::to_string(position) +
-                                " is negative");
-  check_same_device(op, {&ids, &table, &out});
-  if (detail::call_device({&ids, &table, &out}) == Device::cuda)
-    return cuda::embedding_forward_at(ids, table, out, position, scale, pad_id);
-  cpu::embedding_forward_at(detail::cpu_i32(op, "ids", ids), detail::cpu_f32(op, "table", table),
-                            detail::cpu_f32(op, "out", out), rows, vocab, d_model, position, scale,
-                            pad_id);
+  detail::require_dtype(op, "positions", positions, DType::i32);
+  check_same_device(op, {&ids, &positions, &table, &out});
+  if (detail::call_device({&ids, &positions, &table, &out}) == Device::cuda)
+    return cuda::embedding_forward_at(ids, positions, table, out, scale, pad_id);
+  cpu::embedding_forward_at(detail::cpu_i32(op, "ids", ids),
+                            detail::cpu_i32(op, "positions", positions),
+                            detail::cpu_f32(op, "table", table), detail::cpu_f32(op, "out", out),
+                            rows, vocab, d_model, scale, pad_id);
 }
 
-void cache_write_position(const Tensor& x, Tensor& cache, int64_t position) {
+void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache) {
   constexpr const char* op = "cache_write_position";
   detail::require_rank(op, "x", x, 2, "[rows, width]");
   detail::require_rank(op, "cache", cache, 3, "[rows, cache_len, width]");
   const int64_t rows = x.dim(0), cache_len = cache.dim(1), width = x.dim(1);
+  check_shape(op, "positions", positions, {rows});
   check_shape(op, "cache", cache, {rows, cache_len, width});
+  detail::require_dtype(op, "positions", positions, DType::i32);
   detail::require_dtype(op, "cache", cache, x.dtype);
-  if (position < 0 || position >= cache_len)
-    throw std::invalid_argument(std::string(op) + ": position " + std::to_string(position) +
-                                " is outside the cache's [0, " + std::to_string(cache_len) + ")");
-  check_same_device(op, {&x, &cache});
+  check_same_device(op, {&x, &positions, &cache});
   if (x.numel() == 0) return;
-  if (x.empty() || cache.empty())
-    throw std::invalid_argument(std::string(op) + ": x or cache has no data");
-  if (detail::call_device({&x, &cache}) == Device::cuda)
-    return cuda::cache_write_position(x, cache, position);
-  cpu::cache_write_position(x.data, cache.data, rows, cache_len,
-                            static_cast<size_t>(width) * dtype_size(x.dtype), position);
+  if (x.empty() || positions.empty() || cache.empty())
+    throw std::invalid_argument(std::string(op) + ": x, positions or cache has no data");
+  if (detail::call_device({&x, &positions, &cache}) == Device::cuda)
+    return cuda::cache_write_position(x, positions, cache);
+  cpu::cache_write_position(x.data, positions.i32(), cache.data, rows, cache_len,
+                            static_cast<size_t>(width) * dtype_size(x.dtype));
 }
 
 void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len) {

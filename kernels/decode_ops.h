@@ -1,5 +1,5 @@
-// Ops of incremental decoding (engine/decode/incremental_decoder.h): the token embedding of one
-// given position, writing one position of a key/value cache, gathering cache blocks (beam
+// Ops of incremental decoding (engine/decode/incremental_decoder.h): the token embedding at each
+// row's position, writing each row's position of a key/value cache, gathering cache blocks (beam
 // reorder), and the per-row top-k and log-sum-exp of the logits that beam search expands from.
 #pragma once
 
@@ -9,17 +9,22 @@
 
 namespace nmt {
 
-// ids:   [rows] i32, every row at position `position` of its sentence
-// table: [vocab, d_model]
-// out:   [rows, d_model] written: table[id] * scale + sinusoid(position), bit for bit what
-//        embedding_forward writes for a row at that position; pad rows are all zeros.
-void embedding_forward_at(const Tensor& ids, const Tensor& table, Tensor& out, int64_t position,
-                          float scale, int32_t pad_id);
+// ids:       [rows] i32, row r at position positions[r] of its sentence
+// positions: [rows] i32 on the same device, each >= 0 (checked on the CPU only)
+// table:     [vocab, d_model]
+// out:       [rows, d_model] written: table[ids[r]] * scale + sinusoid(positions[r]), bit for
+//            bit what embedding_forward writes for a row at that position; pad rows are zeros.
+// The positions live in device memory (not in the launch) so that a decoder step captured into a
+// CUDA graph replays correctly at every position.
+void embedding_forward_at(const Tensor& ids, const Tensor& positions, const Tensor& table,
+                          Tensor& out, float scale, int32_t pad_id);
 
-// x:     [rows, width]
-// cache: [rows, cache_len, width], same dtype and device; cache[r, position, :] = x[r, :].
+// x:         [rows, width]
+// positions: [rows] i32 on the same device, each in [0, cache_len) (checked on the CPU; on the GPU
+//            a position outside that range leaves its row unwritten)
+// cache:     [rows, cache_len, width], same dtype and device; cache[r, positions[r], :] = x[r, :].
 // Any dtype (a copy).
-void cache_write_position(const Tensor& x, Tensor& cache, int64_t position);
+void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache);
 
 // src:   [src_blocks, block_len, width]
 // index: [n] i32 on the tensors' device, each in [0, src_blocks) (checked on the CPU; on the GPU

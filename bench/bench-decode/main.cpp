@@ -2,7 +2,8 @@
 // sources and weights. The eos row of the output projection is zeroed, so every hypothesis runs to
 // its length limit: the worst case. With --checkpoint, the real-data mode instead (real_data.h): a
 // trained model translating a dev file at several beam and batch sizes, with target tokens/s,
-// sentences/s, latency and BLEU.
+// sentences/s, latency and BLEU. On CUDA the decoder replays its steps from CUDA graphs unless
+// --graphs off (or NMT_DECODE_GRAPHS=0); every run prints whether they were on.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -12,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench-decode/graph_summary.h"
 #include "bench/bench-decode/real_data.h"
 #include "data/special_ids.h"
 #include "engine/decode/decode.h"
+#include "engine/decode/incremental_decoder.h"
 #include "engine/model/transformer.h"
 #include "kernels/elementwise.h"
 
@@ -26,6 +29,7 @@ struct Result {
   double seconds = 0;
   int64_t output_tokens = 0;
   std::vector<std::vector<int32_t>> best;
+  std::string graphs;  // graphs_summary of the search's decoder
 };
 
 Result run(nmt::Transformer& model, nmt::BeamOptions options,
@@ -39,6 +43,8 @@ Result run(nmt::Transformer& model, nmt::BeamOptions options,
     r.best.push_back(list.front().tokens);
     r.output_tokens += static_cast<int64_t>(list.front().tokens.size());
   }
+  const nmt::IncrementalDecoder& decoder = *search.incremental_decoder();
+  r.graphs = nmt::bench_decode::graphs_summary(decoder.graphs(), decoder.graph_stats());
   return r;
 }
 
@@ -61,6 +67,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu", dtype_name = "f32";
   int64_t sentences = 16, source_len = 20, layers = 6, d_model = 512, heads = 8, ffn = 2048;
   int64_t vocab = 8000, beam = 4, step_rows = 4096;
+  std::string graphs;
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype_name, "compute dtype: f32 or bf16 (cuda)")
       ->check(CLI::IsMember({"f32", "bf16"}));
@@ -74,9 +81,14 @@ int main(int argc, char** argv) {
   app.add_option("--beam", beam, "beam size")->check(CLI::PositiveNumber);
   app.add_option("--step-rows,--batch-tokens", step_rows, "as nmt-translate's")
       ->check(CLI::PositiveNumber);
+  app.add_option("--graphs", graphs,
+                 "on or off: the decoder's steps replayed from CUDA graphs (default on, unless "
+                 "NMT_DECODE_GRAPHS=0)")
+      ->check(CLI::IsMember({"on", "off"}));
   nmt::bench_decode::RealDataOptions real_data;
   nmt::bench_decode::add_real_data_options(app, real_data);
   CLI11_PARSE(app, argc, argv);
+  if (!graphs.empty()) nmt::set_decode_graphs_default(graphs == "on");
   if (!real_data.checkpoint.empty())
     return nmt::bench_decode::run_real_data(real_data, device_name, dtype_name);
 
@@ -120,6 +132,7 @@ int main(int argc, char** argv) {
     std::printf("  %-12s %8.3f s  %8.2f sentences/s  %9.0f output tokens/s\n", "incremental",
                 incremental.seconds, static_cast<double>(sentences) / incremental.seconds,
                 static_cast<double>(incremental.output_tokens) / incremental.seconds);
+    std::printf("  %s\n", incremental.graphs.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench-decode: %s\n", e.what());
     return 1;

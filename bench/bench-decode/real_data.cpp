@@ -12,12 +12,14 @@
 #include <stdexcept>
 
 #include "bench/bench-decode/decode_rows.h"
+#include "bench/bench-decode/graph_summary.h"
 #include "data/bleu.h"
 #include "data/bleu_io.h"
 #include "data/corpus_text.h"
 #include "data/vocab.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/decode/decode.h"
+#include "engine/decode/incremental_decoder.h"
 #include "engine/model/cuda_device_check.h"
 #include "engine/model/transformer.h"
 
@@ -173,6 +175,7 @@ int run(const RealDataOptions& o, const std::string& device_name, const std::str
   std::fflush(stdout);
 
   nlohmann::json rows = nlohmann::json::array();
+  bool graphs_on = false;
   for (int64_t beam : o.beams) {
     BeamOptions options;
     options.beam = beam;
@@ -192,6 +195,11 @@ int run(const RealDataOptions& o, const std::string& device_name, const std::str
       std::fflush(stdout);
       rows.push_back(std::move(r));
     }
+    const IncrementalDecoder& decoder = *search.incremental_decoder();
+    graphs_on = decoder.graphs();
+    std::printf("  beam %lld: %s\n", static_cast<long long>(beam),
+                graphs_summary(decoder.graphs(), decoder.graph_stats()).c_str());
+    std::fflush(stdout);
   }
   const std::string title = "ours (bench-decode, BeamSearch) on " + device_name + ", " + dtype_name;
   print_table(stdout, title, rows);
@@ -201,6 +209,7 @@ int run(const RealDataOptions& o, const std::string& device_name, const std::str
     doc["title"] = title;
     doc["device"] = device_name;
     doc["dtype"] = dtype_name;
+    doc["decode_graphs"] = graphs_on;
     doc["checkpoint"] = o.checkpoint;
     doc["source"] = o.source;
     doc["reference"] = o.reference;

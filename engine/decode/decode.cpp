@@ -336,6 +336,10 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
   return out;
 }
 
+IncrementalDecoder* BeamSearch::incremental_decoder() {
+  return dynamic_cast<IncrementalDecoder*>(decoder_.get());
+}
+
 int64_t BeamSearch::candidates_per_row() const {
   return std::min(options_.beam + 1, model_.shape().vocab);
 }

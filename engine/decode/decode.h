@@ -15,6 +15,8 @@
 
 namespace nmt {
 
+class IncrementalDecoder;
+
 struct BeamOptions {
   int64_t beam = 4;        // hypotheses kept per sentence; 1 = greedy
   double alpha = 0.6;      // length penalty exponent; 0 ranks by raw log-probability
@@ -76,6 +78,9 @@ class BeamSearch {
   std::vector<std::vector<Hypothesis>> search(const Batch& batch);
 
   const BeamOptions& options() const { return options_; }
+  // The decoder this search steps when it is the engine's own (its CUDA-graph switch and counters,
+  // engine/decode/incremental_decoder.h); nullptr when another StepDecoder was given.
+  IncrementalDecoder* incremental_decoder();
 
  private:
   // Rows one sentence needs at its longest step: beam * max(source, longest prefix).

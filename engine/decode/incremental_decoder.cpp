@@ -1,9 +1,11 @@
 // IncrementalDecoder: the memory plan, the batch bookkeeping (start: cross-attention keys/values;
-// step: the rows' tokens and self-attention lengths; reorder: cache gathers) around the model's
-// own decoding step (Transformer::decode_step).
+// step: the rows' tokens, self-attention lengths and positions; reorder: cache gathers) around the
+// model's own decoding step (Transformer::decode_step), replayed from CUDA graphs where it pays.
 #include "engine/decode/incremental_decoder.h"
 
 #include <algorithm>
+#include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -59,6 +61,22 @@ IncrementalDecoder::IncrementalDecoder(Transformer& model, const IncrementalCapa
     }
   Tensor spare = spare_.flat();
   fill_zero(spare);
+  set_graphs(decode_graphs_default());
+}
+
+void IncrementalDecoder::set_graphs(bool on) {
+  graphs_on_ = on && model_.device() == Device::cuda;
+  if (graphs_on_ && graphs_ == nullptr) graphs_ = std::make_unique<StepGraphs>();
+  if (!graphs_on_ && graphs_ != nullptr) graphs_->clear();
+}
+
+StepGraphStats IncrementalDecoder::graph_stats() const {
+  return graphs_ != nullptr ? graphs_->stats() : StepGraphStats{};
+}
+
+std::optional<cuda::StreamHandoff> IncrementalDecoder::own_stream_scope() {
+  if (!on_own_stream()) return std::nullopt;
+  return std::optional<cuda::StreamHandoff>(std::in_place, graphs_->stream());
 }
 
 void IncrementalDecoder::plan(Arena& arena) {
@@ -75,8 +93,8 @@ void IncrementalDecoder::plan(Arena& arena) {
       arena.allocate("incremental.self_probs", DType::f32, rows * heads_ * capacity_.positions);
   cross_probs_ =
       arena.allocate("incremental.cross_probs", DType::f32, rows * heads_ * capacity_.source_len);
-  step_ints_ = arena.allocate("incremental.step_ints", DType::i32, 2 * rows);
-  gather_ints_ = arena.allocate("incremental.gather_ints", DType::i32, 2 * rows);
+  step_ints_ = arena.allocate("incremental.step_ints", DType::i32, 3 * rows);
+  gather_ints_ = arena.allocate("incremental.gather_ints", DType::i32, 3 * rows);
   source_lengths_ = arena.allocate("incremental.source_lengths", DType::i32, rows);
 }
 
@@ -127,6 +145,7 @@ void IncrementalDecoder::start(const Tensor& memory, const std::vector<int32_t>&
   positions_ = positions;
   next_position_ = 0;
   host_source_lengths_ = source_lengths;
+  auto scope = own_stream_scope();
   upload_i32(host_source_lengths_, source_lengths_);
   model_.cache_sources(memory, layer_caches());
 }
@@ -142,12 +161,18 @@ Tensor IncrementalDecoder::step(const std::vector<int32_t>& tokens, int64_t posi
     throw std::invalid_argument("incremental decoder: position " + number(position) +
                                 " out of order (next " + number(next_position_) + ", " +
                                 number(positions_) + " planned)");
-  // One upload per step: the ids, then every row's self-attention length (position + 1).
+  auto scope = own_stream_scope();
+  // One upload per step (before any capture: a graph holds no host copy): the ids, every row's
+  // self-attention length (position + 1), every row's position. A replayed step reads all three.
   host_ints_.assign(tokens.begin(), tokens.end());
   host_ints_.resize(static_cast<size_t>(2 * rows_), static_cast<int32_t>(position + 1));
+  host_ints_.resize(static_cast<size_t>(3 * rows_), static_cast<int32_t>(position));
   upload_i32(host_ints_, step_ints_);
-  Tensor ids = step_ints_.flat().rows(0, rows_);
-  Tensor logits = model_.decode_step(ids, position, layer_caches());
+  const Tensor ids = step_ints_.flat().rows(0, rows_);
+  const Tensor positions = step_ints_.flat().rows(2 * rows_, 3 * rows_);
+  auto decode = [&] { return model_.decode_step(ids, positions, layer_caches()); };
+  const StepKey key{rows_, sources_, beam_, src_len_, positions_, layout_generation_};
+  Tensor logits = on_own_stream() ? graphs_->run(key, decode) : decode();
   next_position_ = position + 1;
   return logits;
 }
@@ -179,34 +204,59 @@ void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
     rows_ = sources_ = 0;
     return;
   }
-  // One upload: the parent rows, then the parent sources.
+  auto scope = own_stream_scope();
+  // Graph steps have captured the caches' addresses: there the gathered blocks are copied back in
+  // place (a second copy, negligible at the few rows graphs serve). Otherwise the gather target is
+  // swapped in (one copy, no second buffer per layer) and the layout generation moves on.
+  const bool keep_addresses = on_own_stream() && StepGraphs::serves(new_rows);
+  // One upload: the parent rows, the parent sources, and (keeping addresses) the identity.
   host_ints_.assign(parents.begin(), parents.end());
   host_ints_.insert(host_ints_.end(), source_of.begin(), source_of.end());
+  if (keep_addresses) {
+    host_ints_.resize(static_cast<size_t>(2 * new_rows + new_sources));
+    std::iota(host_ints_.end() - new_rows, host_ints_.end(), 0);
+  }
   upload_i32(host_ints_, gather_ints_);
-  Tensor row_index = gather_ints_.view({new_rows});
-  // Gather into the spare buffer, then swap the two: one copy per cache, no second buffer per
-  // layer. Only the positions decoded so far are copied.
+  const Tensor ints = gather_ints_.flat();
+  const Tensor row_index = ints.rows(0, new_rows);
+  const Tensor source_index = ints.rows(new_rows, new_rows + new_sources);
+  const int64_t identity_at = new_rows + new_sources;
+  const Tensor row_identity =
+      keep_addresses ? ints.rows(identity_at, identity_at + new_rows) : Tensor();
+  const Tensor source_identity =
+      keep_addresses ? ints.rows(identity_at, identity_at + new_sources) : Tensor();
+  // Only the positions decoded so far are copied.
   for (LayerBuffers& layer : layers_)
-    for (Buffer* cache : {&layer.self_k, &layer.self_v}) {
-      Tensor dst = blocks(spare_, new_rows, positions_);
-      gather_blocks(blocks(*cache, rows_, positions_), row_index, dst, next_position_);
-      std::swap(*cache, spare_);
-    }
+    for (Buffer* cache : {&layer.self_k, &layer.self_v})
+      reorder_cache(*cache, rows_, positions_, row_index, next_position_, row_identity,
+                    keep_addresses);
   if (!same_sources) {
-    Tensor source_index = gather_ints_.flat().rows(new_rows, new_rows + new_sources);
     for (LayerBuffers& layer : layers_)
-      for (Buffer* cache : {&layer.cross_k, &layer.cross_v}) {
-        Tensor dst = blocks(spare_, new_sources, src_len_);
-        gather_blocks(blocks(*cache, sources_, src_len_), source_index, dst, src_len_);
-        std::swap(*cache, spare_);
-      }
+      for (Buffer* cache : {&layer.cross_k, &layer.cross_v})
+        reorder_cache(*cache, sources_, src_len_, source_index, src_len_, source_identity,
+                      keep_addresses);
     std::vector<int32_t> lengths(static_cast<size_t>(new_sources));
     for (int64_t b = 0; b < new_sources; ++b) lengths[b] = host_source_lengths_[source_of[b]];
     host_source_lengths_ = std::move(lengths);
     upload_i32(host_source_lengths_, source_lengths_);
   }
+  if (!keep_addresses) ++layout_generation_;
   rows_ = new_rows;
   sources_ = new_sources;
+}
+
+void IncrementalDecoder::reorder_cache(Buffer& cache, int64_t old_blocks, int64_t length,
+                                       const Tensor& index, int64_t used, const Tensor& identity,
+                                       bool keep_address) {
+  const int64_t count = index.dim(0);
+  Tensor gathered = blocks(spare_, count, length);
+  gather_blocks(blocks(cache, old_blocks, length), index, gathered, used);
+  if (!keep_address) {
+    std::swap(cache, spare_);
+    return;
+  }
+  Tensor in_place = blocks(cache, count, length);
+  gather_blocks(gathered, identity, in_place, used);
 }
 
 }  // namespace nmt

@@ -5,12 +5,17 @@
 // blocks as training's forward, without dropout); this class only feeds it the rows' tokens and
 // keeps the caches in step with the surviving hypotheses. Step t of a row gives exactly the logits
 // Transformer::decode_last_logits gives on that row's whole prefix, at the cost of one position.
+// On the GPU, steps of up to StepGraphs::kMaxRows rows replay from CUDA graphs
+// (engine/decode/step_graphs.h) unless graphs are turned off (NMT_DECODE_GRAPHS=0, set_graphs).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/decode/step_decoder.h"
+#include "engine/decode/step_graphs.h"
 #include "engine/model/arena.h"
 #include "engine/model/transformer.h"
 
@@ -44,6 +49,14 @@ class IncrementalDecoder final : public StepDecoder {
   const IncrementalCapacity& capacity() const { return capacity_; }
   size_t arena_bytes() const { return arena_.capacity(); }
 
+  // Whether steps replay from CUDA graphs (on the GPU; decode_graphs_default() at construction).
+  // Turning them off drops the graphs; the logits are the same bits either way (the graphs replay
+  // the same kernels), only the launch cost differs.
+  void set_graphs(bool on);
+  bool graphs() const { return graphs_on_; }
+  // What the graphs did so far (all zero while graphs are off or on the CPU).
+  StepGraphStats graph_stats() const;
+
  private:
   struct LayerBuffers {
     Buffer self_k, self_v;    // [cache_rows, d_model]: [rows, positions, d_model] while decoding
@@ -51,6 +64,17 @@ class IncrementalDecoder final : public StepDecoder {
   };
 
   void plan(Arena& arena);
+  // Whether this decoder's work runs on its own stream, in graphs where the batch is small.
+  bool on_own_stream() const { return graphs_ != nullptr && graphs_on_; }
+  // While graphs are on: the calling scope's work on the decoder's stream, in order with the
+  // caller's stream (else nothing: the caller's stream).
+  std::optional<cuda::StreamHandoff> own_stream_scope();
+  // Reorders one cache ([old_blocks, length, d_model] used): gathers the first `used` positions of
+  // the blocks index ([count] i32) names into the spare, then copies them back in place through
+  // identity ([count] i32: 0, 1, ...; keep_address, the address a captured step writes) or swaps
+  // the spare in (one copy; the layout changes).
+  void reorder_cache(Buffer& cache, int64_t old_blocks, int64_t length, const Tensor& index,
+                     int64_t used, const Tensor& identity, bool keep_address);
   // The current batch's views of every layer's caches, for the model's decoding calls.
   std::vector<DecoderLayerCache>& layer_caches();
   // [count, length, d_model] view of the first count * length rows of a cache buffer.
@@ -63,17 +87,23 @@ class IncrementalDecoder final : public StepDecoder {
   std::vector<DecoderLayerCache> caches_;
 
   Arena arena_;
-  Buffer spare_;        // [cache_rows, d_model]: the gather target of reorder, swapped with a cache
+  Buffer spare_;        // [cache_rows, d_model]: reorder's gather target, swapped in or copied back
   Buffer self_probs_;   // [rows, heads, 1, positions] f32
   Buffer cross_probs_;  // [sources, heads, beam, src_len] f32
-  Buffer step_ints_;    // [2 * rows] i32: token ids, then self-attention lengths
-  Buffer gather_ints_;  // [2 * rows] i32: parent rows, then parent sources
+  Buffer step_ints_;    // [3 * rows] i32: token ids, self-attention lengths, positions
+  Buffer gather_ints_;  // [3 * rows] i32: parent rows, parent sources, identity 0..rows-1
   Buffer source_lengths_;  // [rows] i32 (sources <= rows)
 
   // The current batch.
   int64_t rows_ = 0, sources_ = 0, beam_ = 0, src_len_ = 0, positions_ = 0;
   int64_t next_position_ = 0;  // positions decoded so far (cached per row)
   std::vector<int32_t> host_source_lengths_, host_ints_;
+
+  // CUDA graphs of the step (GPU only, created with graphs on). Declared last: its stream is
+  // synchronised and released before the arena's memory goes.
+  bool graphs_on_ = false;
+  uint64_t layout_generation_ = 0;  // bumped whenever reorder swaps buffers (StepKey::layout)
+  std::unique_ptr<StepGraphs> graphs_;
 };
 
 }  // namespace nmt

@@ -124,13 +124,13 @@ void AttentionBlock::attend_cached(const Tensor& xq, CachedKeysValues& kv, Tenso
   linear_forward(c, o_w_->compute, o_b_->compute, out);
 }
 
-void AttentionBlock::append_and_attend(const Tensor& xq, CachedKeysValues& kv, int64_t position,
-                                       Tensor& out) {
+void AttentionBlock::append_and_attend(const Tensor& xq, const Tensor& positions,
+                                       CachedKeysValues& kv, Tensor& out) {
   const int64_t rows = xq.dim(0);
   AttentionOperands p = projections(proj_, rows, rows, /*joined=*/false);
   project_keys_values(xq, p.k, p.v);
-  cache_write_position(p.k, kv.keys, position);
-  cache_write_position(p.v, kv.values, position);
+  cache_write_position(p.k, positions, kv.keys);
+  cache_write_position(p.v, positions, kv.values);
   attend_cached(xq, kv, out);
 }
 

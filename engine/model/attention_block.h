@@ -60,9 +60,11 @@ class AttentionBlock {
   // xq: [rows, d_model], rows a multiple of kv's blocks (consecutive rows share a block); out:
   // [rows, d_model] written. Attends over each block's first kv.lengths positions.
   void attend_cached(const Tensor& xq, CachedKeysValues& kv, Tensor& out);
-  // Self-attention: xq's own keys and values are written at `position` of its row's block
-  // (kv.keys/values[r, position]) first, then attend_cached (kv.lengths = position + 1).
-  void append_and_attend(const Tensor& xq, CachedKeysValues& kv, int64_t position, Tensor& out);
+  // Self-attention: xq's own keys and values are written at each row's position of its block
+  // (kv.keys/values[r, positions[r]], positions: [rows] i32 on the device) first, then
+  // attend_cached (kv.lengths = positions + 1).
+  void append_and_attend(const Tensor& xq, const Tensor& positions, CachedKeysValues& kv,
+                         Tensor& out);
 
  private:
   bool self_attention() const { return kind_ != AttentionKind::cross; }

@@ -71,9 +71,12 @@ class Transformer {
   // (one per decoder layer, engine/decode/incremental_decoder.h). cache_sources writes every
   // layer's cross-attention keys and values of memory, [sources * src_len, d_model].
   void cache_sources(const Tensor& memory, std::vector<DecoderLayerCache>& caches);
-  // ids: [rows] i32 on the model's device, rows <= max_rows(), each row's token at `position`;
-  // its keys and values join caches[i].self. Returns the next token's logits, [rows, vocab].
-  Tensor decode_step(const Tensor& ids, int64_t position, std::vector<DecoderLayerCache>& caches);
+  // ids: [rows] i32 on the model's device, rows <= max_rows(), row r's token at positions[r]
+  // (positions: [rows] i32 on the model's device, read there: a step captured into a CUDA graph
+  // replays at any position); its keys and values join caches[i].self. Returns the next token's
+  // logits, [rows, vocab]. Enqueues device work only: no host read, no allocation, no sync.
+  Tensor decode_step(const Tensor& ids, const Tensor& positions,
+                     std::vector<DecoderLayerCache>& caches);
 
  private:
   void upload(const Batch& batch);

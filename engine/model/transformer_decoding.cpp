@@ -89,7 +89,7 @@ void Transformer::cache_sources(const Tensor& memory, std::vector<DecoderLayerCa
   for (size_t i = 0; i < decoder_.size(); ++i) decoder_[i]->cache_source(memory, caches[i]);
 }
 
-Tensor Transformer::decode_step(const Tensor& ids, int64_t position,
+Tensor Transformer::decode_step(const Tensor& ids, const Tensor& positions,
                                 std::vector<DecoderLayerCache>& caches) {
   const int64_t rows = ids.numel(), d = shape_.d_model;
   if (rows < 1 || rows > max_rows_)
@@ -97,9 +97,9 @@ Tensor Transformer::decode_step(const Tensor& ids, int64_t position,
                                 plan_text(max_rows_, max_len_));
   check_layer_caches(caches.size(), decoder_.size());
   Tensor x = tgt_x0_.view({rows, d});
-  embedding_forward_at(ids, tgt_embed_->compute, x, position, std::sqrt(static_cast<float>(d)),
+  embedding_forward_at(ids, positions, tgt_embed_->compute, x, std::sqrt(static_cast<float>(d)),
                        kPadId);
-  for (size_t i = 0; i < decoder_.size(); ++i) x = decoder_[i]->step(x, caches[i], position);
+  for (size_t i = 0; i < decoder_.size(); ++i) x = decoder_[i]->step(x, positions, caches[i]);
   x = final_norm(x, dec_norm_g_, dec_norm_b_, dec_final_, dec_mean_, dec_rstd_);
   Tensor logits = logits_.view({rows, shape_.vocab});
   Tensor no_bias;

@@ -71,13 +71,13 @@ void DecoderLayer::cache_source(const Tensor& memory, DecoderLayerCache& cache) 
   cross_attn_.project_keys_values(memory, k, v);
 }
 
-Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, int64_t position) {
+Tensor DecoderLayer::step(const Tensor& x, const Tensor& positions, DecoderLayerCache& cache) {
   StepContext decoding;
   decoding.training = false;
   return run(
       x, decoding,
       [&](const Tensor& in, Tensor& out) {
-        self_attn_.append_and_attend(in, cache.self, position, out);
+        self_attn_.append_and_attend(in, positions, cache.self, out);
       },
       [&](const Tensor& in, Tensor& out) { cross_attn_.attend_cached(in, cache.cross, out); });
 }

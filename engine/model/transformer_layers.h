@@ -57,9 +57,9 @@ class DecoderLayer {
   // Decoding (engine/decode/incremental_decoder.h drives it), dropout off. memory: [sources *
   // src_len, d_model] encoder output; cache.cross.keys/values [sources, src_len, d_model] written.
   void cache_source(const Tensor& memory, DecoderLayerCache& cache);
-  // x: [rows, d_model], every row at `position`; its keys and values join cache.self. Returns the
-  // layer output view, [rows, d_model].
-  Tensor step(const Tensor& x, DecoderLayerCache& cache, int64_t position);
+  // x: [rows, d_model], row r at positions[r] ([rows] i32 on the device); its keys and values join
+  // cache.self. Returns the layer output view, [rows, d_model].
+  Tensor step(const Tensor& x, const Tensor& positions, DecoderLayerCache& cache);
 
  private:
   // The three sublayers around the given attention paths (forward's or step's).

@@ -1,4 +1,5 @@
-// CPU reference of the incremental-decoding ops: one-position embedding, cache write, block gather.
+// CPU reference of the incremental-decoding ops: the embedding and the cache write at each row's
+// position, the block gather, the per-row top-k.
 #include "kernels/cpu/decode_ops.h"
 
 #include <algorithm>
@@ -12,13 +13,24 @@
 
 namespace nmt::cpu {
 
-void embedding_forward_at(const int32_t* ids, const float* table, float* out, int64_t rows,
-                          int64_t vocab, int64_t d_model, int64_t position, float scale,
+namespace {
+
+std::string row_text(int64_t row) {
+  return " at row " + std::to_string(row);
+}
+
+}  // namespace
+
+void embedding_forward_at(const int32_t* ids, const int32_t* positions, const float* table,
+                          float* out, int64_t rows, int64_t vocab, int64_t d_model, float scale,
                           int32_t pad_id) {
-  // The same float values as embedding_forward's table: sinusoid_position, then one multiply-add.
+  // The sinusoid row of the last position met: decoding steps give every row the same position.
   std::vector<float> sinusoid(static_cast<size_t>(d_model));
-  for (int64_t d = 0; d < d_model; ++d) sinusoid[d] = sinusoid_position(position, d, d_model);
+  int64_t sinusoid_position_now = -1;
   for (int64_t r = 0; r < rows; ++r) {
+    if (positions[r] < 0)
+      throw std::invalid_argument("embedding_forward_at: position " + std::to_string(positions[r]) +
+                                  row_text(r) + " is negative");
     float* out_row = out + r * d_model;
     if (ids[r] == pad_id) {
       std::memset(out_row, 0, static_cast<size_t>(d_model) * sizeof(float));
@@ -26,20 +38,32 @@ void embedding_forward_at(const int32_t* ids, const float* table, float* out, in
     }
     if (ids[r] < 0 || ids[r] >= vocab)
       throw std::invalid_argument("embedding_forward_at: id " + std::to_string(ids[r]) +
-                                  " at row " + std::to_string(r) +
-                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+                                  row_text(r) + " is outside the vocabulary [0, " +
+                                  std::to_string(vocab) + ")");
+    // The same float values as embedding_forward's table (sinusoid_position), then the same
+    // multiply-add: the row embedding_forward writes at that position, to the bit.
+    if (positions[r] != sinusoid_position_now) {
+      sinusoid_position_now = positions[r];
+      for (int64_t d = 0; d < d_model; ++d)
+        sinusoid[d] = sinusoid_position(sinusoid_position_now, d, d_model);
+    }
     const float* table_row = table + static_cast<int64_t>(ids[r]) * d_model;
     for (int64_t d = 0; d < d_model; ++d) out_row[d] = table_row[d] * scale + sinusoid[d];
   }
 }
 
-void cache_write_position(const void* x, void* cache, int64_t rows, int64_t cache_len,
-                          size_t row_bytes, int64_t position) {
+void cache_write_position(const void* x, const int32_t* positions, void* cache, int64_t rows,
+                          int64_t cache_len, size_t row_bytes) {
   const auto* from = static_cast<const char*>(x);
   auto* to = static_cast<char*>(cache);
-  for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(to + static_cast<size_t>(r * cache_len + position) * row_bytes,
+  for (int64_t r = 0; r < rows; ++r) {
+    if (positions[r] < 0 || positions[r] >= cache_len)
+      throw std::invalid_argument("cache_write_position: position " + std::to_string(positions[r]) +
+                                  row_text(r) + " is outside the cache's [0, " +
+                                  std::to_string(cache_len) + ")");
+    std::memcpy(to + static_cast<size_t>(r * cache_len + positions[r]) * row_bytes,
                 from + static_cast<size_t>(r) * row_bytes, row_bytes);
+  }
 }
 
 void gather_blocks(const void* src, int64_t src_blocks, const int32_t* index, int64_t n, void* dst,

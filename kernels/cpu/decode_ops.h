@@ -6,15 +6,17 @@
 
 namespace nmt::cpu {
 
-// ids: [rows] i32; table: [vocab, d_model] f32; out: [rows, d_model] f32, every row at `position`.
-// Throws std::invalid_argument for an id outside [0, vocab) that is not pad_id.
-void embedding_forward_at(const int32_t* ids, const float* table, float* out, int64_t rows,
-                          int64_t vocab, int64_t d_model, int64_t position, float scale,
+// ids: [rows] i32; positions: [rows] i32; table: [vocab, d_model] f32; out: [rows, d_model] f32,
+// row r at positions[r]. Throws std::invalid_argument for an id outside [0, vocab) that is not
+// pad_id, or a negative position.
+void embedding_forward_at(const int32_t* ids, const int32_t* positions, const float* table,
+                          float* out, int64_t rows, int64_t vocab, int64_t d_model, float scale,
                           int32_t pad_id);
 
-// x: [rows, row_bytes]; cache: [rows, cache_len, row_bytes]; writes position `position`.
-void cache_write_position(const void* x, void* cache, int64_t rows, int64_t cache_len,
-                          size_t row_bytes, int64_t position);
+// x: [rows, row_bytes]; positions: [rows] i32; cache: [rows, cache_len, row_bytes]; row r lands at
+// position positions[r]. Throws std::invalid_argument for a position outside [0, cache_len).
+void cache_write_position(const void* x, const int32_t* positions, void* cache, int64_t rows,
+                          int64_t cache_len, size_t row_bytes);
 
 // src: [src_blocks, block_bytes]; index: [n] i32; dst: [n.., block_bytes]; copies the first
 // used_bytes of each block. Throws std::invalid_argument for an index outside [0, src_blocks).

@@ -1,6 +1,8 @@
-// Incremental-decoding ops on the GPU: the one-position embedding (its sinusoid row computed as
-// embedding.cu computes its table, so both give the same bits), the cache write as one strided
-// 2-D copy, and the block gather as a copy kernel over the widest word the layout allows.
+// Incremental-decoding ops on the GPU: the embedding at each row's position (its sinusoid computed
+// with the function embedding.cu tabulates, so both give the same bits), the cache write at each
+// row's position and the block gather as copy kernels over the widest word the layout allows.
+// Positions are read from device memory, never baked into a launch: a captured decoder step
+// replays at any position.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -9,7 +11,6 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/op_checks.h"
 #include "kernels/sinusoid.h"
@@ -19,26 +20,42 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// sinusoid: [d_model] f32 at `position` (kernels/sinusoid.h).
-__global__ void sinusoid_row(float* __restrict__ sinusoid, int64_t position, int64_t d_model) {
-  const int64_t dim = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (dim >= d_model) return;
-  sinusoid[dim] = sinusoid_value(position, dim, d_model);
-}
-
-// One block per row, threads over columns (decoding rows are few and short).
+// One block per row, threads over columns (decoding rows are few and short). Each element's
+// sinusoid is computed where it is used: no table, no scratch, one launch.
 template <typename T>
-__global__ void embedding_gather_at(const int32_t* __restrict__ ids, const T* __restrict__ table,
-                                    const float* __restrict__ sinusoid, T* __restrict__ out,
-                                    int64_t vocab, int64_t d_model, float scale, int32_t pad_id) {
+__global__ void embedding_gather_at(const int32_t* __restrict__ ids,
+                                    const int32_t* __restrict__ positions,
+                                    const T* __restrict__ table, T* __restrict__ out, int64_t vocab,
+                                    int64_t d_model, float scale, int32_t pad_id) {
   const int64_t row = blockIdx.x;
   const int32_t id = ids[row];
+  const int64_t position = positions[row];
   const bool zero = id == pad_id || id < 0 || id >= vocab;
   const T* table_row = table + static_cast<int64_t>(zero ? 0 : id) * d_model;
   T* out_row = out + row * d_model;
-  for (int64_t d = threadIdx.x; d < d_model; d += blockDim.x)
-    out_row[d] =
-        zero ? from_float<T>(0.0f) : from_float<T>(to_float(table_row[d]) * scale + sinusoid[d]);
+  for (int64_t d = threadIdx.x; d < d_model; d += blockDim.x) {
+    if (zero) {
+      out_row[d] = from_float<T>(0.0f);
+      continue;
+    }
+    // The float embedding_forward reads from its table, then its multiply-add.
+    const float sinusoid = sinusoid_value(position, d, d_model);
+    out_row[d] = from_float<T>(to_float(table_row[d]) * scale + sinusoid);
+  }
+}
+
+// grid (rows, column blocks): row r's `words` words land in its block at position positions[r].
+template <typename W>
+__global__ void write_position_words(const W* __restrict__ x, const int32_t* __restrict__ positions,
+                                     W* __restrict__ cache, int64_t cache_len, int64_t words) {
+  const int64_t row = blockIdx.x;
+  const int32_t position = positions[row];
+  if (position < 0 || position >= cache_len) return;
+  const W* from = x + row * words;
+  W* to = cache + (row * cache_len + position) * words;
+  for (int64_t w = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; w < words;
+       w += static_cast<int64_t>(gridDim.y) * blockDim.x)
+    to[w] = from[w];
 }
 
 // grid (n, column blocks): block i copies `words` words of block index[i].
@@ -69,6 +86,24 @@ void launch_gather(const Tensor& src, const Tensor& index, Tensor& dst, size_t b
   CUDA_CHECK_LAUNCH();
 }
 
+// Threads for `words` words a block: whole warps, at most kThreads.
+int threads_for(int64_t words) {
+  return static_cast<int>(std::clamp<int64_t>((words + 31) / 32 * 32, 32, kThreads));
+}
+
+template <typename W>
+void launch_write_position(const Tensor& x, const Tensor& positions, Tensor& cache,
+                           size_t row_bytes, cudaStream_t stream) {
+  const auto words = static_cast<int64_t>(row_bytes / sizeof(W));
+  const int threads = threads_for(words);
+  const unsigned column_blocks = std::min<unsigned>(blocks_for(words, threads), 64);
+  const dim3 grid(static_cast<unsigned>(x.dim(0)), column_blocks);
+  write_position_words<W><<<grid, threads, 0, stream>>>(
+      static_cast<const W*>(x.data), static_cast<const int32_t*>(positions.data),
+      static_cast<W*>(cache.data), cache.dim(1), words);
+  CUDA_CHECK_LAUNCH();
+}
+
 bool multiple_of(size_t bytes, const void* a, const void* b, size_t word) {
   return bytes % word == 0 && reinterpret_cast<uintptr_t>(a) % word == 0 &&
          reinterpret_cast<uintptr_t>(b) % word == 0;
@@ -76,38 +111,38 @@ bool multiple_of(size_t bytes, const void* a, const void* b, size_t word) {
 
 }  // namespace
 
-void embedding_forward_at(const Tensor& ids, const Tensor& table, Tensor& out, int64_t position,
-                          float scale, int32_t pad_id) {
+void embedding_forward_at(const Tensor& ids, const Tensor& positions, const Tensor& table,
+                          Tensor& out, float scale, int32_t pad_id) {
   constexpr const char* op = "embedding_forward_at";
   detail::require_same_dtype(op, "out", out, "table", table);
-  detail::require_on_gpu(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
+  detail::require_on_gpu(
+      op, {{"ids", &ids}, {"positions", &positions}, {"table", &table}, {"out", &out}});
   const int64_t rows = ids.dim(0), vocab = table.dim(0), d_model = table.dim(1);
   if (rows == 0 || d_model == 0) return;
-  cudaStream_t stream = current_stream();
-  auto* sinusoid = static_cast<float*>(
-      stream_resources(stream).scratch(static_cast<size_t>(d_model) * sizeof(float)));
-  sinusoid_row<<<blocks_for(d_model, kThreads), kThreads, 0, stream>>>(sinusoid, position, d_model);
-  CUDA_CHECK_LAUNCH();
-  const int threads = static_cast<int>(std::min<int64_t>(kThreads, (d_model + 31) / 32 * 32));
+  const int threads = threads_for(d_model);
   dispatch_float_dtype(table.dtype, op, "table", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    embedding_gather_at<T><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-        static_cast<const int32_t*>(ids.data), static_cast<const T*>(table.data), sinusoid,
-        static_cast<T*>(out.data), vocab, d_model, scale, pad_id);
+    embedding_gather_at<T><<<static_cast<unsigned>(rows), threads, 0, current_stream()>>>(
+        static_cast<const int32_t*>(ids.data), static_cast<const int32_t*>(positions.data),
+        static_cast<const T*>(table.data), static_cast<T*>(out.data), vocab, d_model, scale,
+        pad_id);
     CUDA_CHECK_LAUNCH();
   });
 }
 
-void cache_write_position(const Tensor& x, Tensor& cache, int64_t position) {
+void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache) {
   constexpr const char* op = "cache_write_position";
-  detail::require_on_gpu(op, {{"x", &x}, {"cache", &cache}});
+  detail::require_on_gpu(op, {{"x", &x}, {"positions", &positions}, {"cache", &cache}});
   const size_t row_bytes = static_cast<size_t>(x.dim(1)) * dtype_size(x.dtype);
-  const size_t pitch = static_cast<size_t>(cache.dim(1)) * row_bytes;
-  char* first = static_cast<char*>(cache.data) + static_cast<size_t>(position) * row_bytes;
-  // Row r of x lands `pitch` bytes after row r - 1: one 2-D copy instead of one copy per row.
-  CUDA_CHECK(cudaMemcpy2DAsync(first, pitch, x.data, row_bytes, row_bytes,
-                               static_cast<size_t>(x.dim(0)), cudaMemcpyDeviceToDevice,
-                               current_stream()));
+  cudaStream_t stream = current_stream();
+  // Every row start (in x and in the cache) must be whole words of the width chosen.
+  auto fits = [&](size_t word) { return multiple_of(row_bytes, x.data, cache.data, word); };
+  if (fits(16))
+    launch_write_position<uint4>(x, positions, cache, row_bytes, stream);
+  else if (fits(4))
+    launch_write_position<uint32_t>(x, positions, cache, row_bytes, stream);
+  else
+    launch_write_position<uint16_t>(x, positions, cache, row_bytes, stream);
 }
 
 void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len) {

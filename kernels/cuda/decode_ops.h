@@ -8,12 +8,14 @@
 
 namespace nmt::cuda {
 
-// ids: [rows] i32; table: [vocab, d_model] T; out: [rows, d_model] T. An id outside [0, vocab)
-// gives a zero row, like pad_id (ids are not read back to the host).
-void embedding_forward_at(const Tensor& ids, const Tensor& table, Tensor& out, int64_t position,
-                          float scale, int32_t pad_id);
-// x: [rows, width]; cache: [rows, cache_len, width]; any dtype, both on the GPU.
-void cache_write_position(const Tensor& x, Tensor& cache, int64_t position);
+// ids: [rows] i32; positions: [rows] i32; table: [vocab, d_model] T; out: [rows, d_model] T. An id
+// outside [0, vocab) gives a zero row, like pad_id (ids and positions are not read back to the
+// host).
+void embedding_forward_at(const Tensor& ids, const Tensor& positions, const Tensor& table,
+                          Tensor& out, float scale, int32_t pad_id);
+// x: [rows, width]; positions: [rows] i32; cache: [rows, cache_len, width]; any dtype, all on the
+// GPU. A position outside [0, cache_len) leaves its row unwritten.
+void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache);
 // src: [src_blocks, block_len, width]; index: [n] i32; dst: [>= n, block_len, width]; any dtype.
 void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len);
 

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <utility>
 
 #include "kernels/cuda/check.h"
@@ -45,11 +46,41 @@ void* StreamResources::host_result(size_t bytes) {
   return host_result_;
 }
 
-StreamResources& stream_resources(cudaStream_t stream) {
-  thread_local std::map<std::pair<int, cudaStream_t>, std::unique_ptr<StreamResources>> resources;
+namespace {
+
+using ResourceMap = std::map<std::pair<int, cudaStream_t>, std::unique_ptr<StreamResources>>;
+
+// Set when the calling thread's map is destroyed (thread exit): a stream released after that (an
+// OwnedStream in a static object) finds nothing left to free.
+thread_local bool thread_resources_gone = false;
+
+struct ThreadResources {
+  ResourceMap map;
+  ThreadResources() = default;
+  ThreadResources(const ThreadResources&) = delete;
+  ThreadResources& operator=(const ThreadResources&) = delete;
+  ~ThreadResources() { thread_resources_gone = true; }
+};
+
+ResourceMap* thread_resources() {
+  if (thread_resources_gone) return nullptr;
+  thread_local ThreadResources resources;
+  return &resources.map;
+}
+
+int current_device() {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  auto& slot = resources[{device, stream}];
+  return device;
+}
+
+}  // namespace
+
+StreamResources& stream_resources(cudaStream_t stream) {
+  ResourceMap* resources = thread_resources();
+  if (resources == nullptr)
+    throw std::logic_error("stream_resources: called while the thread's resources are destroyed");
+  auto& slot = (*resources)[{current_device(), stream}];
   if (!slot) {
     slot = std::make_unique<StreamResources>();
     slot->stream = stream;
@@ -59,6 +90,13 @@ StreamResources& stream_resources(cudaStream_t stream) {
 
 void reserve_scratch(cudaStream_t stream, size_t bytes) {
   stream_resources(stream).scratch(bytes);
+}
+
+void release_stream_resources(cudaStream_t stream) {
+  ResourceMap* resources = thread_resources();
+  int device = 0;
+  if (resources == nullptr || cudaGetDevice(&device) != cudaSuccess) return;
+  resources->erase({device, stream});
 }
 
 }  // namespace nmt::cuda

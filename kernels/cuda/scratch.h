@@ -28,6 +28,9 @@ class StreamResources {
   void* blas_workspace();
   // Pinned host memory of at least `bytes` (a few hundred at most), for results of an op.
   void* host_result(size_t bytes);
+  // Where the scratch lies now (nullptr before first use). A CUDA graph captured with one address
+  // must not be launched once the scratch has grown elsewhere.
+  const void* scratch_address() const { return scratch_; }
 
   cudaStream_t stream = nullptr;
 
@@ -44,6 +47,11 @@ StreamResources& stream_resources(cudaStream_t stream);
 
 // Grows the scratch of `stream` to `bytes` now (before graph capture, say).
 void reserve_scratch(cudaStream_t stream, size_t bytes);
+
+// Frees the calling thread's resources of `stream` on the current device (its work must be done):
+// for a stream about to be destroyed (OwnedStream, kernels/cuda/stream.h), whose handle a later
+// stream may reuse. A later use of the stream allocates afresh.
+void release_stream_resources(cudaStream_t stream);
 
 // Carves several aligned buffers out of one scratch allocation: add() each size, then take the
 // base pointer once and offset it.

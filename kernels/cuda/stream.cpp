@@ -1,7 +1,11 @@
-// The thread-local current CUDA stream, and the current device's multiprocessor count.
+// The thread-local current CUDA stream, owned streams and their hand-offs, and the current
+// device's multiprocessor count.
 #include "kernels/cuda/stream.h"
 
+#include <exception>
+
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/scratch.h"
 
 namespace nmt::cuda {
 namespace {
@@ -16,6 +20,51 @@ cudaStream_t current_stream() {
 
 void set_current_stream(cudaStream_t stream) {
   g_current_stream = stream;
+}
+
+OwnedStream::OwnedStream() {
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  const cudaError_t made = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
+  if (made != cudaSuccess) {
+    cudaStreamDestroy(stream_);
+    check_cuda(made, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+  }
+}
+
+OwnedStream::~OwnedStream() {
+  // Errors are deliberately ignored: at process exit the runtime may already be gone. The stream's
+  // work finishes before its scratch is freed.
+  cudaStreamSynchronize(stream_);
+  release_stream_resources(stream_);
+  cudaEventDestroy(event_);
+  cudaStreamDestroy(stream_);
+}
+
+void OwnedStream::wait_for(cudaStream_t other) {
+  // cudaStreamWaitEvent waits for the event's state at this call, so one event serves every
+  // hand-off in turn.
+  CUDA_CHECK(cudaEventRecord(event_, other));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, event_, 0));
+}
+
+void OwnedStream::make_wait(cudaStream_t other) {
+  CUDA_CHECK(cudaEventRecord(event_, stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(other, event_, 0));
+}
+
+StreamHandoff::StreamHandoff(OwnedStream& stream) : stream_(stream), caller_(current_stream()) {
+  stream_.wait_for(caller_);
+  set_current_stream(stream_.get());
+}
+
+StreamHandoff::~StreamHandoff() {
+  set_current_stream(caller_);
+  try {
+    stream_.make_wait(caller_);
+  } catch (const std::exception&) {
+    // A destructor does not throw: this fails only when the context itself has failed, which the
+    // caller's next checked call reports.
+  }
 }
 
 int multiprocessor_count() {

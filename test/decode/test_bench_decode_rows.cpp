@@ -1,10 +1,11 @@
 // bench-decode's real-data rows (bench/bench-decode/decode_rows.h): batch names both ways and
 // their errors, nearest-rank percentiles, the median latency of ~30-token sources, and the JSON
-// row's rates and nulls (bench/torch_decode.py writes the same fields).
+// row's rates and nulls (bench/torch_decode.py writes the same fields), and the CUDA-graph line.
 #include <stdexcept>
 #include <vector>
 
 #include "bench/bench-decode/decode_rows.h"
+#include "bench/bench-decode/graph_summary.h"
 #include "test/support/catch.h"
 
 namespace bd = nmt::bench_decode;
@@ -62,4 +63,18 @@ TEST_CASE("bench-decode rows: rates, latencies, nulls", "[bench]") {
   CHECK(k["latency_30_ms"].is_null());
   CHECK(k["latency_30_sentences"] == 0);
   CHECK(k["sentences_per_s"].get<double>() == Approx(20));
+}
+
+TEST_CASE("bench-decode says whether CUDA graphs were on and what they did", "[bench]") {
+  nmt::StepGraphStats stats;
+  stats.eager_steps = 11;
+  stats.captures = 4;
+  stats.replays = 120;
+  stats.graph_nodes = 187;
+  CHECK(bd::graphs_summary(true, stats) ==
+        "CUDA graphs on: 120 of 131 steps replayed from 4 graphs (187 nodes each), 11 eager");
+  CHECK(bd::graphs_summary(false, nmt::StepGraphStats{}) == "CUDA graphs off");
+  stats.failure = "CUDA error: operation not permitted when stream is capturing";
+  CHECK(bd::graphs_summary(true, stats) ==
+        "CUDA graphs on, given up: CUDA error: operation not permitted when stream is capturing");
 }

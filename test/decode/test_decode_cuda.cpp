@@ -134,11 +134,11 @@ TEST_CASE("incremental steps on CUDA in bf16: as close to fp32 as the full decod
   CHECK(c.argmax_agree * 10 >= c.rows * 9);
 }
 
-TEST_CASE("decode ops on CUDA: embedding_forward's row bit for bit, exact copies",
+TEST_CASE("decode ops on CUDA: embedding_forward's row at each row's position, exact copies",
           "[decode][cuda]") {
   nmt::DType dtype = GENERATE(nmt::DType::f32, nmt::DType::bf16);
   INFO(nmt::dtype_name(dtype));
-  const int64_t vocab = 11, d = 24, rows = 5, len = 6, position = 4;
+  const int64_t vocab = 11, d = 24, rows = 5, len = 6;
   nmt::Arena arena(nmt::Device::cuda, 1 << 20);
   auto upload_floats = [&](const std::vector<float>& host, std::initializer_list<int64_t> dims) {
     std::vector<float> copy = host;
@@ -163,27 +163,28 @@ TEST_CASE("decode ops on CUDA: embedding_forward's row bit for bit, exact copies
     table_host[i] = 0.013f * static_cast<float>(i % 41) - 0.25f;
   nmt::Tensor table = upload_floats(table_host, {vocab, d});
 
-  // The one-position embedding against embedding_forward's row at that position, both on CUDA.
-  std::vector<int32_t> ids{5, nmt::kPadId, 10, 4, 7};
-  std::vector<int32_t> sequence(rows * (position + 1), nmt::kPadId);
-  for (int64_t r = 0; r < rows; ++r) sequence[r * (position + 1) + position] = ids[r];
+  // The embedding at each row's own position against embedding_forward's row at that position,
+  // both on CUDA: sentence r of the full batch holds ids[r] at positions[r].
+  std::vector<int32_t> ids{5, nmt::kPadId, 10, 4, 7}, positions{4, 0, 5, 2, 1};
+  std::vector<int32_t> sequence(rows * len, nmt::kPadId);
+  for (int64_t r = 0; r < rows; ++r) sequence[r * len + positions[r]] = ids[r];
   nmt::Tensor at = arena.allocate("at", dtype, rows * d).view({rows, d});
-  nmt::Tensor full =
-      arena.allocate("full", dtype, rows * (position + 1) * d).view({rows * (position + 1), d});
-  nmt::embedding_forward_at(upload_ids(ids), table, at, position, 4.9f, nmt::kPadId);
-  nmt::embedding_forward(upload_ids(sequence), table, full, position + 1, 4.9f, nmt::kPadId);
+  nmt::Tensor full = arena.allocate("full", dtype, rows * len * d).view({rows * len, d});
+  nmt::Tensor device_positions = upload_ids(positions);
+  nmt::embedding_forward_at(upload_ids(ids), device_positions, table, at, 4.9f, nmt::kPadId);
+  nmt::embedding_forward(upload_ids(sequence), table, full, len, 4.9f, nmt::kPadId);
   std::vector<float> at_host, full_host;
   nmt::copy_to_host_f32(at, at_host);
   nmt::copy_to_host_f32(full, full_host);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < d; ++j)
-      CHECK(at_host[r * d + j] == full_host[(r * (position + 1) + position) * d + j]);
+      CHECK(at_host[r * d + j] == full_host[(r * len + positions[r]) * d + j]);
 
-  // Cache write and block gather: copies, so the same bits as the CPU.
+  // Cache write (each row at its position) and block gather: copies, so the same bits as the CPU.
   std::vector<float> cache_host(rows * len * d);
   for (size_t i = 0; i < cache_host.size(); ++i) cache_host[i] = static_cast<float>(i % 97);
   nmt::Tensor cache = upload_floats(cache_host, {rows, len, d});
-  nmt::cache_write_position(at, cache, 2);
+  nmt::cache_write_position(at, device_positions, cache);
   nmt::Tensor gathered = arena.allocate("gathered", dtype, rows * len * d).view({rows, len, d});
   nmt::fill_zero(gathered);
   nmt::gather_blocks(cache, upload_ids({4, 4, 0, 2}), gathered, 3);
@@ -194,7 +195,7 @@ TEST_CASE("decode ops on CUDA: embedding_forward's row bit for bit, exact copies
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < len; ++t)
       for (int64_t j = 0; j < d; ++j) {
-        float expected = t == 2 ? at_host[r * d + j] : cache_host[(r * len + t) * d + j];
+        float expected = t == positions[r] ? at_host[r * d + j] : cache_host[(r * len + t) * d + j];
         CHECK(cache_after[(r * len + t) * d + j] == expected);
         float gathered_expected = r < 4 && t < 3 ? cache_after[(index[r] * len + t) * d + j] : 0.0f;
         CHECK(gathered_host[(r * len + t) * d + j] == gathered_expected);

@@ -1,7 +1,7 @@
-// The incremental-decoding ops on the CPU (kernels/decode_ops.h): the one-position embedding is
-// embedding_forward's row at that position bit for bit, cache writes land at their position, and
-// block gathers copy the used part of each chosen block, logits_top_k ranks as a full sort does;
-// bad arguments are named.
+// The incremental-decoding ops on the CPU (kernels/decode_ops.h): the embedding at each row's own
+// position is embedding_forward's row at that position bit for bit, cache writes land at each row's
+// position, block gathers copy the used part of each chosen block, logits_top_k ranks as a full
+// sort does; bad arguments are named.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -27,49 +27,86 @@ nmt::Tensor cpu(std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
 
 }  // namespace
 
-TEST_CASE("embedding_forward_at is embedding_forward's row at that position", "[decode][ops]") {
+TEST_CASE("embedding_forward_at is embedding_forward's row at each row's position",
+          "[decode][ops]") {
   const int64_t vocab = 9, d = 7, seq_len = 12;  // odd d_model: the last dim has no sinusoid
   std::vector<float> table(vocab * d);
   for (size_t i = 0; i < table.size(); ++i) table[i] = 0.01f * static_cast<float>(i % 37) - 0.2f;
-  std::vector<int32_t> ids{5, nmt::kPadId, 8};
-  // The full sequence: every row holds ids[r % 3], at position = row.
+  // One sentence: position t holds sequence[t] (a pad among them), embedded whole.
   std::vector<int32_t> sequence(seq_len);
-  for (int64_t t = 0; t < seq_len; ++t) sequence[t] = ids[t % 3];
-  std::vector<float> full(seq_len * d), one(3 * d);
-  nmt::Tensor full_out = cpu(full, {seq_len, d}), one_out = cpu(one, {3, d});
+  for (int64_t t = 0; t < seq_len; ++t)
+    sequence[t] = t == 6 ? nmt::kPadId : static_cast<int32_t>(1 + (t * 5) % (vocab - 1));
+  std::vector<float> full(seq_len * d);
+  nmt::Tensor full_out = cpu(full, {seq_len, d});
   nmt::embedding_forward(cpu(sequence, {seq_len}), cpu(table, {vocab, d}), full_out, seq_len, 2.5f,
                          nmt::kPadId);
-  for (int64_t position : {0, 4, 11}) {
-    nmt::embedding_forward_at(cpu(ids, {3}), cpu(table, {vocab, d}), one_out, position, 2.5f,
-                              nmt::kPadId);
-    const float* row = one.data() + (position % 3) * d;
-    for (int64_t j = 0; j < d; ++j) CHECK(row[j] == full[position * d + j]);
+  for (int64_t rows : {1, 3, 7}) {
+    INFO("rows " << rows);
+    // Every row at a position of its own (not in order, the pad's among them).
+    std::vector<int32_t> ids(rows), positions(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      positions[r] = static_cast<int32_t>((5 * r + 6) % seq_len);
+      ids[r] = sequence[positions[r]];
+    }
+    std::vector<float> one(rows * d, -1.0f);
+    nmt::Tensor one_out = cpu(one, {rows, d});
+    nmt::embedding_forward_at(cpu(ids, {rows}), cpu(positions, {rows}), cpu(table, {vocab, d}),
+                              one_out, 2.5f, nmt::kPadId);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < d; ++j) CHECK(one[r * d + j] == full[positions[r] * d + j]);
   }
-  for (int64_t j = 0; j < d; ++j) CHECK(one[d + j] == 0.0f);  // the pad row
-  std::vector<int32_t> bad{9};
-  std::vector<float> out(d);
-  nmt::Tensor bad_out = cpu(out, {1, d});
+  std::vector<int32_t> ids{5, 9, 5}, positions{0, 1, 2};
+  std::vector<float> out(3 * d);
+  nmt::Tensor out_t = cpu(out, {3, d});
   CHECK(contains(error_of([&] {
-                   nmt::embedding_forward_at(cpu(bad, {1}), cpu(table, {vocab, d}), bad_out, 0,
-                                             1.0f, nmt::kPadId);
+                   nmt::embedding_forward_at(cpu(ids, {3}), cpu(positions, {3}),
+                                             cpu(table, {vocab, d}), out_t, 1.0f, nmt::kPadId);
                  }),
-                 "id 9 at row 0"));
+                 "id 9 at row 1"));
+  ids[1] = 5;
+  positions[2] = -1;
+  CHECK(contains(error_of([&] {
+                   nmt::embedding_forward_at(cpu(ids, {3}), cpu(positions, {3}),
+                                             cpu(table, {vocab, d}), out_t, 1.0f, nmt::kPadId);
+                 }),
+                 "position -1 at row 2"));
+  CHECK(contains(error_of([&] {
+                   nmt::embedding_forward_at(cpu(ids, {3}), cpu(positions, {2}),
+                                             cpu(table, {vocab, d}), out_t, 1.0f, nmt::kPadId);
+                 }),
+                 "positions"));
 }
 
-TEST_CASE("cache_write_position and gather_blocks copy what they say", "[decode][ops]") {
-  const int64_t rows = 3, len = 4, width = 2;
-  std::vector<float> cache(rows * len * width, -1.0f), x{1, 2, 3, 4, 5, 6};
-  nmt::Tensor cache_t = cpu(cache, {rows, len, width});
-  nmt::cache_write_position(cpu(x, {rows, width}), cache_t, 2);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t t = 0; t < len; ++t)
-      for (int64_t c = 0; c < width; ++c)
-        CHECK(cache[(r * len + t) * width + c] == (t == 2 ? x[r * width + c] : -1.0f));
+TEST_CASE("cache_write_position writes each row at its own position", "[decode][ops]") {
+  const int64_t len = 5, width = 3;
+  for (int64_t rows : {1, 3, 7}) {
+    INFO("rows " << rows);
+    std::vector<float> cache(rows * len * width, -1.0f), x(rows * width);
+    std::iota(x.begin(), x.end(), 1.0f);
+    std::vector<int32_t> positions(rows);
+    for (int64_t r = 0; r < rows; ++r) positions[r] = static_cast<int32_t>((3 * r + 4) % len);
+    nmt::Tensor cache_t = cpu(cache, {rows, len, width});
+    nmt::cache_write_position(cpu(x, {rows, width}), cpu(positions, {rows}), cache_t);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t t = 0; t < len; ++t)
+        for (int64_t c = 0; c < width; ++c)
+          CHECK(cache[(r * len + t) * width + c] == (t == positions[r] ? x[r * width + c] : -1.0f));
+  }
+  std::vector<float> cache(3 * len * width), x(3 * width);
+  nmt::Tensor cache_t = cpu(cache, {3, len, width});
+  std::vector<int32_t> past_end{0, 5, 1}, negative{0, 1, -2};
   CHECK(contains(error_of([&] {
-                   nmt::cache_write_position(cpu(x, {rows, width}), cache_t, 4);
+                   nmt::cache_write_position(cpu(x, {3, width}), cpu(past_end, {3}), cache_t);
                  }),
-                 "position 4"));
+                 "position 5 at row 1"));
+  CHECK(contains(error_of([&] {
+                   nmt::cache_write_position(cpu(x, {3, width}), cpu(negative, {3}), cache_t);
+                 }),
+                 "position -2 at row 2"));
+}
 
+TEST_CASE("gather_blocks copies the used part of each chosen block", "[decode][ops]") {
+  const int64_t rows = 3, len = 4, width = 2;
   std::vector<float> src(rows * len * width);
   std::iota(src.begin(), src.end(), 0.0f);
   std::vector<float> dst(rows * len * width, -1.0f);

@@ -1,0 +1,94 @@
+// StepGraphs: eager first step, capture on the second, replays after; the bounded cache of graphs;
+// the process-wide switch (NMT_DECODE_GRAPHS).
+#include "engine/decode/step_graphs.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "kernels/cuda/scratch.h"
+
+namespace nmt {
+
+namespace {
+
+// -1: not decided yet (NMT_DECODE_GRAPHS read at first use), else 0 or 1.
+std::atomic<int> decode_graphs_setting{-1};
+
+}  // namespace
+
+bool decode_graphs_default() {
+  int setting = decode_graphs_setting.load();
+  if (setting < 0) {
+    const char* value = std::getenv("NMT_DECODE_GRAPHS");
+    setting = value != nullptr && std::string(value) == "0" ? 0 : 1;
+    decode_graphs_setting.store(setting);
+  }
+  return setting == 1;
+}
+
+void set_decode_graphs_default(bool on) {
+  decode_graphs_setting.store(on ? 1 : 0);
+}
+
+StepGraphs::StepGraphs() : stream_(std::make_unique<cuda::OwnedStream>()) {}
+
+StepGraphs::Entry* StepGraphs::find(const StepKey& key) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->key == key) {
+      entries_.splice(entries_.begin(), entries_, it);
+      return &entries_.front();
+    }
+  return nullptr;
+}
+
+void StepGraphs::forget_graphs_if_scratch_moved() {
+  const void* now = cuda::stream_resources(stream_->get()).scratch_address();
+  if (now == scratch_address_) return;
+  // The old scratch was freed when it grew: a graph captured with it would write freed memory.
+  // The keys stay known: the scratch only grows, so each still fits without an eager step.
+  scratch_address_ = now;
+  clear();
+}
+
+void StepGraphs::clear() {
+  for (Entry& entry : entries_) entry.graph = cuda::CapturedGraph();
+}
+
+Tensor StepGraphs::eager(const std::function<Tensor()>& step) {
+  Tensor result = step();
+  ++stats_.eager_steps;
+  return result;
+}
+
+Tensor StepGraphs::run(const StepKey& key, const std::function<Tensor()>& step) {
+  forget_graphs_if_scratch_moved();  // grown by the last eager step, or by any op on the stream
+  const bool graphs = serves(key.rows) && stats_.failure.empty();
+  Entry* entry = graphs ? find(key) : nullptr;
+  if (entry == nullptr) {
+    Tensor result = eager(step);
+    if (graphs) {
+      entries_.push_front(Entry{key, cuda::CapturedGraph(), result});
+      if (entries_.size() > kMaxGraphs) entries_.pop_back();
+    }
+    return result;
+  }
+  if (entry->graph.empty()) {
+    try {
+      entry->graph = cuda::CapturedGraph::capture(stream_->get(), [&] { entry->result = step(); });
+    } catch (const std::exception& e) {
+      // Something in the step cannot be captured: decode on without graphs rather than fail.
+      stats_.failure = e.what();
+      entries_.clear();
+      return eager(step);
+    }
+    ++stats_.captures;
+    stats_.graph_nodes = entry->graph.nodes();
+  }
+  entry->graph.launch(stream_->get());
+  ++stats_.replays;
+  return entry->result;
+}
+
+}  // namespace nmt

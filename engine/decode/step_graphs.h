@@ -1,0 +1,94 @@
+// StepGraphs: the CUDA graphs of IncrementalDecoder's step (issue 18). At batch 1 a decoder step is
+// ~185 small kernels whose launches cost more than their work (~0.9 ms a step); captured once
+// into a CUDA graph (kernels/cuda/graph.h) and replayed, a step costs one launch. A graph freezes
+// every launch argument, so each is keyed by everything the step's launches depend on (StepKey);
+// what changes from step to step (ids, positions, lengths) the step reads from device memory.
+// The decoder's work runs on a stream of this class's own while graphs are on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+
+#include "kernels/cuda/graph.h"
+#include "kernels/cuda/stream.h"
+#include "kernels/tensor.h"
+
+namespace nmt {
+
+// Whether new decoders replay their steps from CUDA graphs: yes, unless the environment says
+// NMT_DECODE_GRAPHS=0 (read at first use) or set_decode_graphs_default(false) was called.
+bool decode_graphs_default();
+void set_decode_graphs_default(bool on);
+
+// Everything a step's launches depend on besides what it reads from device memory: the batch's
+// shape (grids, cuBLAS products, tensor views) and the generation of the decoder's buffer layout
+// (bumped whenever its cache buffers change places, IncrementalDecoder::reorder).
+struct StepKey {
+  int64_t rows = 0, sources = 0, beam = 0, src_len = 0, positions = 0;
+  uint64_t layout = 0;
+  bool operator==(const StepKey&) const = default;
+};
+
+struct StepGraphStats {
+  int64_t eager_steps = 0;  // steps run op by op (a key's first step, or too many rows)
+  int64_t captures = 0;     // graphs captured and instantiated
+  int64_t replays = 0;      // steps run as one graph launch (each capture's own step included)
+  size_t graph_nodes = 0;   // nodes of the latest graph captured (the kernels a launch replaces)
+  std::string failure;      // why graphs were given up (a capture failed), or empty
+};
+
+class StepGraphs {
+ public:
+  // Graphs pay where launches dominate: at a few rows a step is ~185 launches of tiny kernels.
+  // Past this many rows the kernels' own work hides the launches, and every batch shape (rows
+  // fall as sentences finish) would cost a capture and an instantiation that never pay back.
+  static constexpr int64_t kMaxRows = 64;
+  // Instantiated graphs kept (the least recently used dropped first), so decoding many sentence
+  // shapes in a long run holds a bounded amount of graph memory.
+  static constexpr size_t kMaxGraphs = 8;
+  // Whether steps of `rows` rows run from graphs.
+  static bool serves(int64_t rows) { return rows <= kMaxRows; }
+
+  // Creates the stream (on the current device).
+  StepGraphs();
+
+  cuda::OwnedStream& stream() { return *stream_; }
+
+  // Runs a decoder step for a batch of `key`, on the stream (which the caller has made current:
+  // cuda::StreamHandoff; everything the step reads from the host is uploaded before). Past
+  // kMaxRows rows `step` runs eagerly. Else a key's first step runs `step` eagerly, which also
+  // sizes the stream's scratch; its second is captured and launched; later ones replay that graph.
+  // `step` enqueues the step and returns its result, a view into buffers that do not move
+  // (remembered with the graph and returned on replays). A capture that fails gives graphs up
+  // (stats().failure says why) and runs the step eagerly.
+  Tensor run(const StepKey& key, const std::function<Tensor()>& step);
+
+  // Drops every graph (their memory too); the keys seen stay known.
+  void clear();
+
+  const StepGraphStats& stats() const { return stats_; }
+
+ private:
+  struct Entry {
+    StepKey key;
+    cuda::CapturedGraph graph;  // empty until the key's second step
+    Tensor result;
+  };
+
+  Tensor eager(const std::function<Tensor()>& step);
+  // The entry of `key`, moved to the front (most recently used), or nullptr.
+  Entry* find(const StepKey& key);
+  // Graphs captured with the stream's old scratch address are dropped once the scratch has grown.
+  void forget_graphs_if_scratch_moved();
+
+  std::unique_ptr<cuda::OwnedStream> stream_;
+  std::list<Entry> entries_;  // at most kMaxGraphs, most recently used first
+  const void* scratch_address_ = nullptr;
+  StepGraphStats stats_;
+};
+
+}  // namespace nmt
