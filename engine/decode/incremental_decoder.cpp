@@ -66,8 +66,25 @@ IncrementalDecoder::IncrementalDecoder(Transformer& model, const IncrementalCapa
 
 void IncrementalDecoder::set_graphs(bool on) {
   graphs_on_ = on && model_.device() == Device::cuda;
-  if (graphs_on_ && graphs_ == nullptr) graphs_ = std::make_unique<StepGraphs>();
+  if (graphs_on_ && graphs_ == nullptr) {
+    graphs_ = std::make_unique<StepGraphs>();
+    graphs_->reserve_scratch(step_scratch_bound());
+  }
   if (!graphs_on_ && graphs_ != nullptr) graphs_->clear();
+}
+
+size_t IncrementalDecoder::step_scratch_bound() const {
+  // The step's one scratch user is the unfused attention (kernels/cuda/attention.cu): the
+  // [blocks, heads, queries, length] probabilities in the activation dtype and 6 pointers per
+  // (block, head). Self-attention: rows blocks of one query over the planned positions;
+  // cross-attention: sources blocks of beam queries over the source. Both at most
+  // kMaxRows * heads * max(positions, source length) probabilities. Twice that, plus 1 MiB, covers
+  // rounding and alignment.
+  const auto rows = static_cast<size_t>(std::min(capacity_.rows, StepGraphs::kMaxRows));
+  const auto length = static_cast<size_t>(std::max(capacity_.positions, capacity_.source_len));
+  const size_t heads = static_cast<size_t>(heads_);
+  const size_t probs = rows * heads * length * dtype_size(model_.shape().compute_dtype);
+  return 2 * (probs + 6 * rows * heads * sizeof(void*)) + (size_t{1} << 20);
 }
 
 StepGraphStats IncrementalDecoder::graph_stats() const {

@@ -58,6 +58,9 @@ class IncrementalDecoder final : public StepDecoder {
   StepGraphStats graph_stats() const;
 
  private:
+  // The most scratch memory one step of up to StepGraphs::kMaxRows rows takes on the GPU.
+  size_t step_scratch_bound() const;
+
   struct LayerBuffers {
     Buffer self_k, self_v;    // [cache_rows, d_model]: [rows, positions, d_model] while decoding
     Buffer cross_k, cross_v;  // [cache_rows, d_model]: [sources, src_len, d_model]

@@ -59,13 +59,24 @@ void StepGraphs::clear() {
 Tensor StepGraphs::eager(const std::function<Tensor()>& step) {
   Tensor result = step();
   ++stats_.eager_steps;
+  stream_warm_ = true;
   return result;
+}
+
+void StepGraphs::reserve_scratch(size_t bytes) {
+  cuda::reserve_scratch(stream_->get(), bytes);
+  scratch_reserved_ = true;
 }
 
 Tensor StepGraphs::run(const StepKey& key, const std::function<Tensor()>& step) {
   forget_graphs_if_scratch_moved();  // grown by the last eager step, or by any op on the stream
   const bool graphs = serves(key.rows) && stats_.failure.empty();
   Entry* entry = graphs ? find(key) : nullptr;
+  if (entry == nullptr && graphs && scratch_reserved_ && stream_warm_) {
+    entries_.push_front(Entry{key, cuda::CapturedGraph(), Tensor()});  // captured just below
+    if (entries_.size() > kMaxGraphs) entries_.pop_back();
+    entry = &entries_.front();
+  }
   if (entry == nullptr) {
     Tensor result = eager(step);
     if (graphs) {

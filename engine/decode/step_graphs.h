@@ -61,12 +61,17 @@ class StepGraphs {
   // Runs a decoder step for a batch of `key`, on the stream (which the caller has made current:
   // cuda::StreamHandoff; everything the step reads from the host is uploaded before). Past
   // kMaxRows rows `step` runs eagerly. Else a key's first step runs `step` eagerly, which also
-  // sizes the stream's scratch; its second is captured and launched; later ones replay that graph.
+  // sizes the stream's scratch, unless reserve_scratch did that and the stream has run a step
+  // already; the next is captured and launched; later ones replay that graph.
   // `step` enqueues the step and returns its result, a view into buffers that do not move
   // (remembered with the graph and returned on replays). A capture that fails gives graphs up
   // (stats().failure says why) and runs the step eagerly.
   Tensor run(const StepKey& key, const std::function<Tensor()>& step);
 
+  // Grows the stream's scratch to `bytes` now: the most any step of up to kMaxRows rows takes
+  // (the caller's bound). After the stream's first step (which also creates its cuBLAS handles)
+  // a new key is then captured at once, without an eager step of its own.
+  void reserve_scratch(size_t bytes);
   // Drops every graph (their memory too); the keys seen stay known.
   void clear();
 
@@ -88,6 +93,8 @@ class StepGraphs {
   std::unique_ptr<cuda::OwnedStream> stream_;
   std::list<Entry> entries_;  // at most kMaxGraphs, most recently used first
   const void* scratch_address_ = nullptr;
+  bool scratch_reserved_ = false;
+  bool stream_warm_ = false;  // a step has run eagerly on the stream (handles created)
   StepGraphStats stats_;
 };
 
