@@ -189,7 +189,8 @@ Tensor IncrementalDecoder::step(const std::vector<int32_t>& tokens, int64_t posi
   const Tensor positions = step_ints_.flat().rows(2 * rows_, 3 * rows_);
   auto decode = [&] { return model_.decode_step(ids, positions, layer_caches()); };
   const StepKey key{rows_, sources_, beam_, src_len_, positions_, layout_generation_};
-  Tensor logits = on_own_stream() ? graphs_->run(key, decode) : decode();
+  Tensor logits =
+      on_own_stream() ? graphs_->run(key, decode, /*long_lived=*/position == 0) : decode();
   next_position_ = position + 1;
   return logits;
 }

@@ -68,11 +68,11 @@ void StepGraphs::reserve_scratch(size_t bytes) {
   scratch_reserved_ = true;
 }
 
-Tensor StepGraphs::run(const StepKey& key, const std::function<Tensor()>& step) {
+Tensor StepGraphs::run(const StepKey& key, const std::function<Tensor()>& step, bool long_lived) {
   forget_graphs_if_scratch_moved();  // grown by the last eager step, or by any op on the stream
   const bool graphs = serves(key.rows) && stats_.failure.empty();
   Entry* entry = graphs ? find(key) : nullptr;
-  if (entry == nullptr && graphs && scratch_reserved_ && stream_warm_) {
+  if (entry == nullptr && graphs && long_lived && scratch_reserved_ && stream_warm_) {
     entries_.push_front(Entry{key, cuda::CapturedGraph(), Tensor()});  // captured just below
     if (entries_.size() > kMaxGraphs) entries_.pop_back();
     entry = &entries_.front();

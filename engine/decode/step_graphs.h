@@ -60,13 +60,16 @@ class StepGraphs {
 
   // Runs a decoder step for a batch of `key`, on the stream (which the caller has made current:
   // cuda::StreamHandoff; everything the step reads from the host is uploaded before). Past
-  // kMaxRows rows `step` runs eagerly. Else a key's first step runs `step` eagerly, which also
-  // sizes the stream's scratch, unless reserve_scratch did that and the stream has run a step
-  // already; the next is captured and launched; later ones replay that graph.
+  // kMaxRows rows `step` runs eagerly. Else a key's first step runs `step` eagerly (which also
+  // sizes the stream's scratch), the next is captured and launched, later ones replay that graph.
+  // With `long_lived` (the first step of a batch, whose shape lasts until a sentence ends) a new
+  // key is captured at its first step instead, when reserve_scratch sized the scratch and the
+  // stream has run a step already; a shape that a shrinking batch passes through may last one
+  // step, and an eager step costs less than a capture that is never replayed.
   // `step` enqueues the step and returns its result, a view into buffers that do not move
   // (remembered with the graph and returned on replays). A capture that fails gives graphs up
   // (stats().failure says why) and runs the step eagerly.
-  Tensor run(const StepKey& key, const std::function<Tensor()>& step);
+  Tensor run(const StepKey& key, const std::function<Tensor()>& step, bool long_lived = false);
 
   // Grows the stream's scratch to `bytes` now: the most any step of up to kMaxRows rows takes
   // (the caller's bound). After the stream's first step (which also creates its cuBLAS handles)

@@ -3,6 +3,7 @@
 // data, so every step's logits agree to the bit, through reorders, rows dropping as sentences end,
 // batches above the graph threshold, and positions long past the first capture; the graphs are
 // captured and replayed as the policy says; beam search finds the same tokens and scores.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +28,8 @@ namespace {
 // each position `parents` gives the rows that continue (empty: none is reordered).
 struct Script {
   std::vector<std::vector<int32_t>> sources;
+  // A second batch decoded after the first by the same decoder (none when empty).
+  std::vector<std::vector<int32_t>> next_sources;
   int64_t beam = 1, positions = 1;
   std::function<std::vector<int32_t>(int64_t position, int64_t rows)> parents;
 };
@@ -36,28 +39,38 @@ struct Decoded {
   nmt::StepGraphStats stats;
 };
 
-Decoded run(nmt::Transformer& model, const Script& script, bool graphs) {
-  std::vector<std::vector<int32_t>> no_targets(script.sources.size());
-  std::vector<int64_t> ids(script.sources.size());
+nmt::Batch batch_of(const std::vector<std::vector<int32_t>>& sources) {
+  std::vector<std::vector<int32_t>> no_targets(sources.size());
+  std::vector<int64_t> ids(sources.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
-  const nmt::Batch batch = nmt::make_batch(script.sources, no_targets, ids, 1);
-  const nmt::IncrementalCapacity capacity{batch.sentences * script.beam, batch.src_len,
-                                          script.positions, 0};
+  return nmt::make_batch(sources, no_targets, ids, 1);
+}
+
+Decoded run(nmt::Transformer& model, const Script& script, bool graphs) {
+  std::vector<nmt::Batch> batches{batch_of(script.sources)};
+  if (!script.next_sources.empty()) batches.push_back(batch_of(script.next_sources));
+  nmt::IncrementalCapacity capacity{0, 0, script.positions, 0};
+  for (const nmt::Batch& b : batches) {
+    capacity.rows = std::max(capacity.rows, b.sentences * script.beam);
+    capacity.source_len = std::max(capacity.source_len, b.src_len);
+  }
   nmt::IncrementalDecoder decoder(model, capacity);
   decoder.set_graphs(graphs);
   REQUIRE(decoder.graphs() == graphs);
-  decoder.start(model.encode_sources(batch), batch.src_lengths, batch.src_len, script.beam,
-                script.positions);
   std::mt19937 rng(5);
   std::uniform_int_distribution<int32_t> token(nmt::kFirstRegularId,
                                                static_cast<int32_t>(model.shape().vocab) - 1);
   Decoded out;
-  for (int64_t position = 0; position < script.positions && decoder.rows() > 0; ++position) {
-    std::vector<int32_t> tokens(static_cast<size_t>(decoder.rows()));
-    for (int32_t& t : tokens) t = position == 0 ? nmt::kBosId : token(rng);
-    nmt::copy_to_host_f32(decoder.step(tokens, position), out.logits.emplace_back());
-    std::vector<int32_t> parents = script.parents(position, decoder.rows());
-    if (!parents.empty()) decoder.reorder(parents);
+  for (const nmt::Batch& batch : batches) {
+    decoder.start(model.encode_sources(batch), batch.src_lengths, batch.src_len, script.beam,
+                  script.positions);
+    for (int64_t position = 0; position < script.positions && decoder.rows() > 0; ++position) {
+      std::vector<int32_t> tokens(static_cast<size_t>(decoder.rows()));
+      for (int32_t& t : tokens) t = position == 0 ? nmt::kBosId : token(rng);
+      nmt::copy_to_host_f32(decoder.step(tokens, position), out.logits.emplace_back());
+      std::vector<int32_t> parents = script.parents(position, decoder.rows());
+      if (!parents.empty()) decoder.reorder(parents);
+    }
   }
   out.stats = decoder.graph_stats();
   return out;
@@ -122,6 +135,25 @@ TEST_CASE("graph steps on CUDA, batch 1 beam 4: the eager steps' logits to the b
   CHECK(graphs.stats.graph_nodes > 20);
 }
 
+TEST_CASE("graph steps on CUDA, two batch-1 searches: the second captured at its first step",
+          "[decode][cuda][graphs]") {
+  auto model = small_model(nmt::DType::bf16);
+  Script script;
+  script.sources = {{5, 6, 7, 8, 9, 10, 11}};
+  script.next_sources = {{5, 6, 7}};  // another source length: another key
+  script.beam = 4;
+  script.positions = 24;
+  script.parents = [](int64_t p, int64_t rows) { return shuffled_within_sources(p, rows, 4); };
+  const Decoded graphs = run(*model, script, true), eager = run(*model, script, false);
+  check_same_bits(graphs, eager);
+  REQUIRE(graphs.logits.size() == 48);
+  // The stream's first step eager, the first batch captured at its second step, the second
+  // batch at its first (a batch's shape lasts; the scratch was reserved up front).
+  CHECK(graphs.stats.eager_steps == 1);
+  CHECK(graphs.stats.captures == 2);
+  CHECK(graphs.stats.replays == 47);
+}
+
 TEST_CASE("graph steps on CUDA, batch 3 beam 1, rows dropping: the eager steps' logits",
           "[decode][cuda][graphs]") {
   nmt::DType dtype = GENERATE(nmt::DType::f32, nmt::DType::bf16);
@@ -140,11 +172,11 @@ TEST_CASE("graph steps on CUDA, batch 3 beam 1, rows dropping: the eager steps' 
   const Decoded graphs = run(*model, script, true), eager = run(*model, script, false);
   check_same_bits(graphs, eager);
   CHECK(graphs.logits.size() == 20);
-  // Three batch shapes: the stream's first step eager, then each shape captured at its first
-  // step (the scratch is reserved up front) and replayed.
-  CHECK(graphs.stats.eager_steps == 1);
+  // Three batch shapes, each: one eager step, one capture, replays (a shape the batch shrinks to
+  // is captured at its second step).
+  CHECK(graphs.stats.eager_steps == 3);
   CHECK(graphs.stats.captures == 3);
-  CHECK(graphs.stats.replays == 19);
+  CHECK(graphs.stats.replays == 17);
 }
 
 TEST_CASE("graph steps on CUDA: a batch above the graph threshold runs eagerly until it shrinks",
@@ -163,11 +195,11 @@ TEST_CASE("graph steps on CUDA: a batch above the graph threshold runs eagerly u
   REQUIRE(16 * 4 <= nmt::StepGraphs::kMaxRows);
   const Decoded graphs = run(*model, script, true), eager = run(*model, script, false);
   check_same_bits(graphs, eager);
-  // Positions 0-2 eager (68 rows); 3 captured at once (a new shape on a warm stream), 4-11
+  // Positions 0-2 eager (68 rows); 3 eager (a shape the batch shrank to), 4 captured, 5-11
   // replayed.
-  CHECK(graphs.stats.eager_steps == 3);
+  CHECK(graphs.stats.eager_steps == 4);
   CHECK(graphs.stats.captures == 1);
-  CHECK(graphs.stats.replays == 9);
+  CHECK(graphs.stats.replays == 8);
 }
 
 namespace {
