@@ -10,7 +10,9 @@ std::string graphs_summary(bool on, const StepGraphStats& stats) {
   return "CUDA graphs on: " + std::to_string(stats.replays) + " of " + std::to_string(steps) +
          " steps replayed from " + std::to_string(stats.captures) + " graphs (" +
          std::to_string(stats.graph_nodes) + " nodes each), " + std::to_string(stats.eager_steps) +
-         " eager";
+         " eager; reorders: " + std::to_string(stats.reorders.replays) + " replayed from " +
+         std::to_string(stats.reorders.captures) + " graphs, " +
+         std::to_string(stats.reorders.eager) + " eager";
 }
 
 }  // namespace nmt::bench_decode

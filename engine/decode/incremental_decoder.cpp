@@ -243,6 +243,23 @@ void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
       keep_addresses ? ints.rows(identity_at, identity_at + new_rows) : Tensor();
   const Tensor source_identity =
       keep_addresses ? ints.rows(identity_at, identity_at + new_sources) : Tensor();
+  if (keep_addresses && same_sources) {
+    // Graph mode, the sources unchanged (beam search's reorder at almost every step): the
+    // gathers replay as one graph, so they copy every planned position (a fixed launch), not just
+    // those decoded so far; the extra positions are other rows' finite values, masked anyway.
+    const StepKey key{new_rows, sources_, beam_, src_len_, positions_, layout_generation_, rows_};
+    graphs_->run(
+        key,
+        [&] {
+          for (LayerBuffers& layer : layers_)
+            for (Buffer* cache : {&layer.self_k, &layer.self_v})
+              reorder_cache(*cache, rows_, positions_, row_index, positions_, row_identity, true);
+          return Tensor();
+        },
+        /*long_lived=*/new_rows == rows_);
+    rows_ = new_rows;
+    return;
+  }
   // Only the positions decoded so far are copied.
   for (LayerBuffers& layer : layers_)
     for (Buffer* cache : {&layer.self_k, &layer.self_v})

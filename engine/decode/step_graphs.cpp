@@ -56,9 +56,9 @@ void StepGraphs::clear() {
   for (Entry& entry : entries_) entry.graph = cuda::CapturedGraph();
 }
 
-Tensor StepGraphs::eager(const std::function<Tensor()>& step) {
+Tensor StepGraphs::eager(const std::function<Tensor()>& step, int64_t& eager_count) {
   Tensor result = step();
-  ++stats_.eager_steps;
+  ++eager_count;
   stream_warm_ = true;
   return result;
 }
@@ -70,6 +70,10 @@ void StepGraphs::reserve_scratch(size_t bytes) {
 
 Tensor StepGraphs::run(const StepKey& key, const std::function<Tensor()>& step, bool long_lived) {
   forget_graphs_if_scratch_moved();  // grown by the last eager step, or by any op on the stream
+  const bool is_step = key.reorder_from == 0;
+  int64_t& eager_count = is_step ? stats_.eager_steps : stats_.reorders.eager;
+  int64_t& captures = is_step ? stats_.captures : stats_.reorders.captures;
+  int64_t& replays = is_step ? stats_.replays : stats_.reorders.replays;
   const bool graphs = serves(key.rows) && stats_.failure.empty();
   Entry* entry = graphs ? find(key) : nullptr;
   if (entry == nullptr && graphs && long_lived && scratch_reserved_ && stream_warm_) {
@@ -78,7 +82,7 @@ Tensor StepGraphs::run(const StepKey& key, const std::function<Tensor()>& step, 
     entry = &entries_.front();
   }
   if (entry == nullptr) {
-    Tensor result = eager(step);
+    Tensor result = eager(step, eager_count);
     if (graphs) {
       entries_.push_front(Entry{key, cuda::CapturedGraph(), result});
       if (entries_.size() > kMaxGraphs) entries_.pop_back();
@@ -92,13 +96,13 @@ Tensor StepGraphs::run(const StepKey& key, const std::function<Tensor()>& step, 
       // Something in the step cannot be captured: decode on without graphs rather than fail.
       stats_.failure = e.what();
       entries_.clear();
-      return eager(step);
+      return eager(step, eager_count);
     }
-    ++stats_.captures;
-    stats_.graph_nodes = entry->graph.nodes();
+    ++captures;
+    if (is_step) stats_.graph_nodes = entry->graph.nodes();
   }
   entry->graph.launch(stream_->get());
-  ++stats_.replays;
+  ++replays;
   return entry->result;
 }
 

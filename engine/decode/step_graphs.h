@@ -30,15 +30,25 @@ void set_decode_graphs_default(bool on);
 struct StepKey {
   int64_t rows = 0, sources = 0, beam = 0, src_len = 0, positions = 0;
   uint64_t layout = 0;
+  // A reorder's graph (the cache gathers of IncrementalDecoder::reorder): the rows it gathers
+  // from, `rows` being those it keeps; 0 for a decoder step.
+  int64_t reorder_from = 0;
   bool operator==(const StepKey&) const = default;
 };
 
+struct StepGraphCounts {
+  int64_t eager = 0;     // run op by op (a key's first time, or too many rows)
+  int64_t captures = 0;  // graphs captured and instantiated
+  int64_t replays = 0;   // run as one graph launch (each capture's own run included)
+};
+
 struct StepGraphStats {
-  int64_t eager_steps = 0;  // steps run op by op (a key's first step, or too many rows)
-  int64_t captures = 0;     // graphs captured and instantiated
-  int64_t replays = 0;      // steps run as one graph launch (each capture's own step included)
-  size_t graph_nodes = 0;   // nodes of the latest graph captured (the kernels a launch replaces)
-  std::string failure;      // why graphs were given up (a capture failed), or empty
+  int64_t eager_steps = 0;   // steps run op by op (a key's first step, or too many rows)
+  int64_t captures = 0;      // step graphs captured and instantiated
+  int64_t replays = 0;       // steps run as one graph launch (each capture's own step included)
+  size_t graph_nodes = 0;    // nodes of the latest step graph (the kernels a launch replaces)
+  StepGraphCounts reorders;  // the same for the reorders that run through graphs
+  std::string failure;       // why graphs were given up (a capture failed), or empty
 };
 
 class StepGraphs {
@@ -58,7 +68,8 @@ class StepGraphs {
 
   cuda::OwnedStream& stream() { return *stream_; }
 
-  // Runs a decoder step for a batch of `key`, on the stream (which the caller has made current:
+  // Runs a decoder step (or, key.reorder_from > 0, a reorder's gathers; counted apart in
+  // stats().reorders) for a batch of `key`, on the stream (which the caller has made current:
   // cuda::StreamHandoff; everything the step reads from the host is uploaded before). Past
   // kMaxRows rows `step` runs eagerly. Else a key's first step runs `step` eagerly (which also
   // sizes the stream's scratch), the next is captured and launched, later ones replay that graph.
@@ -87,7 +98,8 @@ class StepGraphs {
     Tensor result;
   };
 
-  Tensor eager(const std::function<Tensor()>& step);
+  // Runs `step` op by op and counts it in `eager_count`.
+  Tensor eager(const std::function<Tensor()>& step, int64_t& eager_count);
   // The entry of `key`, moved to the front (most recently used), or nullptr.
   Entry* find(const StepKey& key);
   // Graphs captured with the stream's old scratch address are dropped once the scratch has grown.

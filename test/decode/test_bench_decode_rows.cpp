@@ -71,8 +71,10 @@ TEST_CASE("bench-decode says whether CUDA graphs were on and what they did", "[b
   stats.captures = 4;
   stats.replays = 120;
   stats.graph_nodes = 187;
+  stats.reorders = nmt::StepGraphCounts{3, 2, 90};
   CHECK(bd::graphs_summary(true, stats) ==
-        "CUDA graphs on: 120 of 131 steps replayed from 4 graphs (187 nodes each), 11 eager");
+        "CUDA graphs on: 120 of 131 steps replayed from 4 graphs (187 nodes each), 11 eager; "
+        "reorders: 90 replayed from 2 graphs, 3 eager");
   CHECK(bd::graphs_summary(false, nmt::StepGraphStats{}) == "CUDA graphs off");
   stats.failure = "CUDA error: operation not permitted when stream is capturing";
   CHECK(bd::graphs_summary(true, stats) ==

@@ -133,6 +133,10 @@ TEST_CASE("graph steps on CUDA, batch 1 beam 4: the eager steps' logits to the b
   CHECK(graphs.stats.captures == 1);
   CHECK(graphs.stats.replays == 23);
   CHECK(graphs.stats.graph_nodes > 20);
+  // Its reorders keep 4 rows: one graph (captured at the first), replayed for the rest.
+  CHECK(graphs.stats.reorders.captures == 1);
+  CHECK(graphs.stats.reorders.eager == 0);
+  CHECK(graphs.stats.reorders.replays > 10);
 }
 
 TEST_CASE("graph steps on CUDA, two batch-1 searches: the second captured at its first step",
