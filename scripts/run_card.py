@@ -568,7 +568,8 @@ def section_lr(run, plots):
     def draw(ax):
         stride = max(1, max_steps // 400)
         xs = list(range(1, max_steps + 1, stride))
-        ax.plot(xs, [v.learning_rate_at(schedule, d_model, x) for x in xs], label="from config")
+        ax.plot(xs, [v.learning_rate_at(schedule, d_model, x, max_steps) for x in xs],
+                label="from config")
         ax.plot(*logged, "o", markersize=3, label="logged")
         ax.axvline(peak_step, color="gray", linestyle=":", label="end of warmup")
         ax.set_xlabel("step")

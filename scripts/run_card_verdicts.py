@@ -336,8 +336,14 @@ def network_verdict(p):
 
 # ---- The learning rate ----
 
-def learning_rate_at(schedule, d_model, step):
-    """engine/train/lr_schedule.cpp, step 1-based."""
+def decay_end(schedule, max_steps):
+    """Where cosine and linear reach final_lr: decay_steps, else the run's max_steps."""
+    return schedule.get("decay_steps") or max_steps
+
+
+def learning_rate_at(schedule, d_model, step, max_steps=None):
+    """engine/train/lr_schedule.cpp, step 1-based (max_steps: the run's, for cosine and linear
+    without decay_steps)."""
     s = float(max(step, 1))
     warmup = float(max(schedule.get("warmup_steps", 1), 1))
     lr = schedule["learning_rate"]
@@ -349,6 +355,20 @@ def learning_rate_at(schedule, d_model, step):
             init = schedule.get("warmup_init_lr", 0.0)
             return init + (lr - init) * s / warmup
         return lr * math.sqrt(warmup / s)
+    if policy in ("cosine", "linear"):
+        end = decay_end(schedule, max_steps)
+        warmup_steps = schedule.get("warmup_steps", 0)
+        if not end or end <= warmup_steps:
+            raise ValueError(f"lr_schedule.policy {policy}: the decay ends at step {end}, "
+                             f"not after the warmup's {warmup_steps}")
+        if s < warmup and warmup_steps > 0:
+            init = schedule.get("warmup_init_lr", 0.0)
+            return init + (lr - init) * s / warmup
+        t = min(1.0, (s - warmup_steps) / (end - warmup_steps))
+        final = schedule.get("final_lr", 0.0)
+        if policy == "linear":
+            return lr + (final - lr) * t
+        return final + (lr - final) * 0.5 * (1 + math.cos(math.pi * t))
     return lr
 
 
@@ -357,12 +377,12 @@ def describe_schedule(schedule, d_model, max_steps):
     policy = schedule.get("policy", "constant")
     lr = schedule["learning_rate"]
     warmup = max(int(schedule.get("warmup_steps", 1)), 1)
-    end = learning_rate_at(schedule, d_model, max_steps)
+    end = learning_rate_at(schedule, d_model, max_steps, max_steps)
     if policy == "constant":
         return (f"Constant at {lr:.3g} for all {max_steps:,} steps.", "lr = learning_rate",
                 lr, 1)
     peak_step = min(warmup, max_steps)
-    peak = learning_rate_at(schedule, d_model, peak_step)
+    peak = learning_rate_at(schedule, d_model, peak_step, max_steps)
     why = ("Warmup keeps the first updates small while Adam's second-moment estimates are still "
            "poor (large early steps destabilise a Transformer); the 1/√step decay then shrinks the "
            "steps as the loss surface flattens, as in Vaswani et al. (2017).")
@@ -373,6 +393,21 @@ def describe_schedule(schedule, d_model, max_steps):
         sentence = (f"Inverse square root (fairseq's): linear warmup from {init:g} to the peak "
                     f"{peak:.3g} at step {peak_step:,}, then decay ∝ 1/√step (half the peak at "
                     f"step {4 * warmup:,}), ending at {end:.3g} at step {max_steps:,}. {why}")
+        return sentence, formula, peak, peak_step
+    if policy in ("cosine", "linear"):
+        init = schedule.get("warmup_init_lr", 0.0)
+        final = schedule.get("final_lr", 0.0)
+        stop = decay_end(schedule, max_steps)
+        shape = ("half a cosine" if policy == "cosine" else "a straight line")
+        formula = (f"lr(step) = {init:g} + ({lr:g} − {init:g})·step/{warmup} for step < {warmup}, "
+                   + (f"then {final:g} + ({lr:g} − {final:g})·(1 + cos(π·t))/2"
+                      if policy == "cosine" else f"then {lr:g} + ({final:g} − {lr:g})·t")
+                   + f", t = (step − {warmup})/({stop} − {warmup})")
+        sentence = (f"Warmup to the peak {peak:.3g} at step {peak_step:,}, then down to {final:g} "
+                    f"at step {stop:,} along {shape} (fairseq's {policy} schedule), ending at "
+                    f"{end:.3g} at step {max_steps:,}. The decay to the planned end takes the "
+                    f"noise of large steps out of the last part of the run, which is where a short "
+                    f"run gains most of its BLEU.")
         return sentence, formula, peak, peak_step
     formula = (f"lr(step) = {lr:g}·{d_model}^−0.5·min(step·{warmup}^−1.5, step^−0.5)")
     sentence = (f"OpenSeq2Seq's transformer_policy (the paper's): linear warmup to the peak "

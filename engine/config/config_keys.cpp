@@ -289,7 +289,8 @@ std::vector<ConfigKey> build_keys() {
           "from."),
       key("lr_schedule.decay_steps", kLr, &L::decay_steps, closed(0, 1e12),
           "cosine and linear: the update at which the decay reaches final_lr; 0 = "
-          "train.max_steps."),
+          "train.max_steps (a resume with another train.max_steps follows the new end's curve "
+          "from its step on: the rate jumps to it)."),
       key("lr_schedule.final_lr", kLr, &L::final_lr, closed(0, 1000),
           "cosine and linear: the learning rate at decay_steps and after."),
 

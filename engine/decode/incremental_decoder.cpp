@@ -243,10 +243,13 @@ void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
       keep_addresses ? ints.rows(identity_at, identity_at + new_rows) : Tensor();
   const Tensor source_identity =
       keep_addresses ? ints.rows(identity_at, identity_at + new_sources) : Tensor();
-  if (keep_addresses && same_sources) {
-    // Graph mode, the sources unchanged (beam search's reorder at almost every step): the
-    // gathers replay as one graph, so they copy every planned position (a fixed launch), not just
-    // those decoded so far; the extra positions are other rows' finite values, masked anyway.
+  // Graph mode, the sources unchanged (beam search's reorder at almost every step), and few
+  // positions in all: the gathers replay as one graph, so they copy every planned position (a
+  // fixed launch), not just those decoded so far; the extra positions are other rows' finite
+  // values, masked anyway. Past kMaxReorderGraphPositions rows x positions that extra copying
+  // would cost more bandwidth than the launches it saves.
+  constexpr int64_t kMaxReorderGraphPositions = 4096;
+  if (keep_addresses && same_sources && new_rows * positions_ <= kMaxReorderGraphPositions) {
     const StepKey key{new_rows, sources_, beam_, src_len_, positions_, layout_generation_, rows_};
     graphs_->run(
         key,

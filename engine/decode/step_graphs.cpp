@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/scratch.h"
@@ -92,6 +93,9 @@ Tensor StepGraphs::run(const StepKey& key, const std::function<Tensor()>& step, 
   if (entry->graph.empty()) {
     try {
       entry->graph = cuda::CapturedGraph::capture(stream_->get(), [&] { entry->result = step(); });
+    } catch (const std::logic_error&) {
+      // A wrong argument of an op (the capture has ended): the step's own error, not the graph's.
+      throw;
     } catch (const std::exception& e) {
       // Something in the step cannot be captured: decode on without graphs rather than fail.
       stats_.failure = e.what();

@@ -3,10 +3,10 @@
 // in training over whole sentences (forward, backward), in decoding one position at a time over
 // cached keys and values (attend_cached, append_and_attend).
 //
-// Where the fused attention kernels run (CUDA bf16/f16; kernels/fused_attention.h), training
-// projects with one GEMM per input: self-attention's q, k and v weights are laid out as one
-// [3d, d] matrix (ParamStore::join) and give one [rows, 3d] output that the fused kernels read
-// column by column; cross-attention joins k and v ([2d, d]). Backward is one GEMM per input as
+// Self-attention's q, k and v weights are always laid out as one [3d, d] matrix (ParamStore::join),
+// cross-attention's k and v as one [2d, d]. Where the fused attention kernels run (CUDA bf16/f16;
+// kernels/fused_attention.h), training projects with one GEMM per input through them: one
+// [rows, 3d] output that the fused kernels read column by column (k | v for cross-attention). Backward is one GEMM per input as
 // well, so the three input-gradient paths are summed inside it instead of by separate adds.
 #pragma once
 

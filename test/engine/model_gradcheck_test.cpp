@@ -191,14 +191,19 @@ TEST_CASE("the fused attention path computes the loss and gradients of the unfus
   StepContext ctx{11, 4, /*training=*/true};
   std::vector<float> grads[2];
   double losses[2];
+  size_t arena_bytes[2];
   for (bool fused : {false, true}) {
     s.cpu_fused_attention = fused;
     Transformer model(s, nmt::Device::cpu, 64, 16);
+    arena_bytes[fused] = model.arena_bytes();
     model.params().initialize(7);
     losses[fused] = loss_of(model, b, ctx, 0.1f);
     for (const nmt::Param& p : model.params().params())  // by name: the layouts differ
       grads[fused].insert(grads[fused].end(), p.grad.f32(), p.grad.f32() + p.numel);
   }
+  // The fused path keeps a log-sum-exp per query instead of every probability: a smaller plan,
+  // so the flag did pick it.
+  CHECK(arena_bytes[1] < arena_bytes[0]);
   CHECK(losses[1] == Approx(losses[0]).epsilon(1e-5));
   REQUIRE(grads[0].size() == grads[1].size());
   double worst = 0;

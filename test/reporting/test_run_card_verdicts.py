@@ -199,6 +199,23 @@ class LearningRateTest(unittest.TestCase):
         self.assertLess(v.learning_rate_at(sched, 512, 3999), peak)
         self.assertLess(v.learning_rate_at(sched, 512, 4001), peak)
 
+    def test_cosine_and_linear_decay_to_the_planned_end(self):
+        for policy in ("cosine", "linear"):
+            sched = {"policy": policy, "learning_rate": 2e-3, "warmup_steps": 100,
+                     "warmup_init_lr": 0.0, "decay_steps": 0, "final_lr": 2e-4}
+            self.assertAlmostEqual(v.learning_rate_at(sched, 512, 50, 300), 1e-3)
+            self.assertAlmostEqual(v.learning_rate_at(sched, 512, 200, 300), 1.1e-3)
+            self.assertAlmostEqual(v.learning_rate_at(sched, 512, 300, 300), 2e-4)
+            self.assertAlmostEqual(v.learning_rate_at(sched, 512, 900, 300), 2e-4)
+            sentence, formula, peak, peak_step = v.describe_schedule(sched, 512, 300)
+            self.assertEqual((peak, peak_step), (2e-3, 100))
+            self.assertIn(policy, sentence)
+            self.assertIn("(300 − 100)", formula)
+        sched["decay_steps"] = 250  # the end named, not the run's
+        self.assertAlmostEqual(v.learning_rate_at(sched, 512, 250, 300), 2e-4)
+        with self.assertRaises(ValueError):
+            v.learning_rate_at(dict(sched, decay_steps=0), 512, 150)  # no end known
+
     def test_constant(self):
         sched = {"policy": "constant", "learning_rate": 1e-4, "warmup_steps": 0}
         self.assertEqual(v.learning_rate_at(sched, 512, 77), 1e-4)
