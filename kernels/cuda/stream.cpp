@@ -23,6 +23,7 @@ void set_current_stream(cudaStream_t stream) {
 }
 
 OwnedStream::OwnedStream() {
+  CUDA_CHECK(cudaGetDevice(&device_));
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const cudaError_t made = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
   if (made != cudaSuccess) {
@@ -33,11 +34,16 @@ OwnedStream::OwnedStream() {
 
 OwnedStream::~OwnedStream() {
   // Errors are deliberately ignored: at process exit the runtime may already be gone. The stream's
-  // work finishes before its scratch is freed.
+  // work finishes before its scratch is freed. The resources are kept per (device, stream), so
+  // they are released on the stream's own device, whichever is current now.
+  int current = device_;
+  cudaGetDevice(&current);
+  if (current != device_) cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
   release_stream_resources(stream_);
   cudaEventDestroy(event_);
   cudaStreamDestroy(stream_);
+  if (current != device_) cudaSetDevice(current);
 }
 
 void OwnedStream::wait_for(cudaStream_t other) {

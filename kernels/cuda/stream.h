@@ -51,6 +51,7 @@ class OwnedStream {
   void make_wait(cudaStream_t other);
 
  private:
+  int device_ = 0;  // the device the stream was created on
   cudaStream_t stream_ = nullptr;
   cudaEvent_t event_ = nullptr;
 };
