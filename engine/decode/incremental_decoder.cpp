@@ -249,25 +249,23 @@ void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
   // values, masked anyway. Past kMaxReorderGraphPositions rows x positions that extra copying
   // would cost more bandwidth than the launches it saves.
   constexpr int64_t kMaxReorderGraphPositions = 4096;
-  if (keep_addresses && same_sources && new_rows * positions_ <= kMaxReorderGraphPositions) {
+  const bool as_graph =
+      keep_addresses && same_sources && new_rows * positions_ <= kMaxReorderGraphPositions;
+  // Otherwise only the positions decoded so far are copied.
+  const int64_t used = as_graph ? positions_ : next_position_;
+  auto gather_self = [&] {
+    for (LayerBuffers& layer : layers_)
+      for (Buffer* cache : {&layer.self_k, &layer.self_v})
+        reorder_cache(*cache, rows_, positions_, row_index, used, row_identity, keep_addresses);
+    return Tensor();
+  };
+  if (as_graph) {
     const StepKey key{new_rows, sources_, beam_, src_len_, positions_, layout_generation_, rows_};
-    graphs_->run(
-        key,
-        [&] {
-          for (LayerBuffers& layer : layers_)
-            for (Buffer* cache : {&layer.self_k, &layer.self_v})
-              reorder_cache(*cache, rows_, positions_, row_index, positions_, row_identity, true);
-          return Tensor();
-        },
-        /*long_lived=*/new_rows == rows_);
+    graphs_->run(key, gather_self, /*long_lived=*/new_rows == rows_);
     rows_ = new_rows;
     return;
   }
-  // Only the positions decoded so far are copied.
-  for (LayerBuffers& layer : layers_)
-    for (Buffer* cache : {&layer.self_k, &layer.self_v})
-      reorder_cache(*cache, rows_, positions_, row_index, next_position_, row_identity,
-                    keep_addresses);
+  gather_self();
   if (!same_sources) {
     for (LayerBuffers& layer : layers_)
       for (Buffer* cache : {&layer.cross_k, &layer.cross_v})
