@@ -105,4 +105,44 @@ void logits_top_k(const Tensor& logits, int32_t extra_id, Tensor& top_ids, Tenso
                     detail::cpu_f32(op, "row_stats", row_stats));
 }
 
+bool cached_attention_fits(int64_t head_dim, int64_t length) {
+  return cuda::cached_attention_shared_bytes(head_dim, length) <= cuda::kCachedAttentionSharedLimit;
+}
+
+void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
+                      const Tensor& lengths, Tensor& out, int64_t heads) {
+  constexpr const char* op = "cached_attention";
+  detail::require_rank(op, "q", q, 2, "[blocks * queries, heads * head_dim]");
+  detail::require_rank(op, "keys", keys, 3, "[blocks, length, heads * head_dim]");
+  const int64_t rows = q.dim(0), width = q.dim(1), blocks = keys.dim(0), length = keys.dim(1);
+  if (heads < 1 || width % heads != 0)
+    throw std::invalid_argument(std::string(op) + ": heads = " + std::to_string(heads) +
+                                " does not divide the width " + std::to_string(width));
+  if (blocks < 1 || rows % blocks != 0)
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(rows) +
+                                " query rows are not a whole number per block of " +
+                                std::to_string(blocks));
+  check_shape(op, "keys", keys, {blocks, length, width});
+  check_shape(op, "values", values, {blocks, length, width});
+  check_shape(op, "lengths", lengths, {blocks});
+  check_shape(op, "out", out, {rows, width});
+  detail::require_dtype(op, "lengths", lengths, DType::i32);
+  detail::require_dtype(op, "keys", keys, q.dtype);
+  detail::require_dtype(op, "values", values, q.dtype);
+  detail::require_dtype(op, "out", out, q.dtype);
+  check_same_device(op, {&q, &keys, &values, &lengths, &out});
+  if (rows == 0 || width == 0) return;
+  if (detail::call_device({&q, &keys, &values, &lengths, &out}) == Device::cuda) {
+    if (!cached_attention_fits(width / heads, length))
+      throw std::invalid_argument(std::string(op) + ": a cache of " + std::to_string(length) +
+                                  " positions of head size " + std::to_string(width / heads) +
+                                  " exceeds the GPU kernel's shared memory");
+    return cuda::cached_attention(q, keys, values, lengths, out, heads);
+  }
+  cpu::cached_attention(detail::cpu_f32(op, "q", q), detail::cpu_f32(op, "keys", keys),
+                        detail::cpu_f32(op, "values", values),
+                        detail::cpu_i32(op, "lengths", lengths), detail::cpu_f32(op, "out", out),
+                        blocks, rows / blocks, length, heads, width / heads);
+}
+
 }  // namespace nmt

@@ -49,4 +49,24 @@ inline constexpr int64_t kMaxTopK = 16;
 void logits_top_k(const Tensor& logits, int32_t extra_id, Tensor& top_ids, Tensor& top_logits,
                   Tensor& row_stats);
 
+// Whether cached_attention takes a head of head_dim over a cache of `length` positions on the GPU:
+// its scores and the head's slices live in one block's shared memory (48 KiB, about 11,800
+// positions at head_dim 64). Decoding uses the general attention_forward where it does not.
+bool cached_attention_fits(int64_t head_dim, int64_t length);
+
+// A decoder step's attention over cached keys and values, in one kernel on the GPU:
+// q:       [blocks * queries, heads * head_dim]; query row r belongs to block r / queries (decoder
+//          self-attention: one query per block; cross-attention: a source's beam of queries)
+// keys:    [blocks, length, heads * head_dim], same dtype and device
+// values:  [blocks, length, heads * head_dim]
+// lengths: [blocks] i32: the first lengths[b] positions of block b are visible (a value above
+//          length counts as length; 0 or below gives a zero output row)
+// out:     [blocks * queries, heads * head_dim] written:
+//          out[r, h] = softmax(q[r, h] . keys[b, :n, h]^T / sqrt(head_dim)) . values[b, :n, h]
+// What attention_forward computes without dropout, but with the probabilities kept in f32 (the
+// general path rounds them to the activation dtype before the second product). CPU: f32; CUDA:
+// f32, bf16 or f16 where cached_attention_fits.
+void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
+                      const Tensor& lengths, Tensor& out, int64_t heads);
+
 }  // namespace nmt

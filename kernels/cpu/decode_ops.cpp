@@ -110,4 +110,42 @@ void logits_top_k(const float* logits, int64_t rows, int64_t vocab, int64_t k, i
   }
 }
 
+void cached_attention(const float* q, const float* keys, const float* values,
+                      const int32_t* lengths, float* out, int64_t blocks, int64_t queries,
+                      int64_t length, int64_t heads, int64_t head_dim) {
+  const int64_t width = heads * head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < blocks * queries; ++row) {
+    const int64_t block = row / queries;
+    const int64_t visible = std::clamp<int64_t>(lengths[block], 0, length);
+    const float* k_block = keys + block * length * width;
+    const float* v_block = values + block * length * width;
+    std::vector<float> scores(static_cast<size_t>(visible));
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* q_head = q + row * width + h * head_dim;
+      float* out_head = out + row * width + h * head_dim;
+      float top = -INFINITY;
+      for (int64_t p = 0; p < visible; ++p) {
+        const float* k_head = k_block + p * width + h * head_dim;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < head_dim; ++d) dot += q_head[d] * scale * k_head[d];
+        scores[p] = dot;
+        top = std::max(top, dot);
+      }
+      float sum = 0.0f;
+      for (int64_t p = 0; p < visible; ++p) {
+        scores[p] = std::exp(scores[p] - top);
+        sum += scores[p];
+      }
+      for (int64_t d = 0; d < head_dim; ++d) {
+        float acc = 0.0f;
+        for (int64_t p = 0; p < visible; ++p)
+          acc += scores[p] * v_block[p * width + h * head_dim + d];
+        out_head[d] = visible > 0 ? acc / sum : 0.0f;
+      }
+    }
+  }
+}
+
 }  // namespace nmt::cpu

@@ -29,4 +29,11 @@ void gather_blocks(const void* src, int64_t src_blocks, const int32_t* index, in
 void logits_top_k(const float* logits, int64_t rows, int64_t vocab, int64_t k, int32_t extra_id,
                   int32_t* top_ids, float* top_logits, float* row_stats);
 
+// q, out: [blocks * queries, heads * head_dim]; keys, values: [blocks, length, heads * head_dim];
+// lengths: [blocks] (clamped to [0, length]). Scores, softmax and the weighted sum in float, as
+// kernels/decode_ops.h describes.
+void cached_attention(const float* q, const float* keys, const float* values,
+                      const int32_t* lengths, float* out, int64_t blocks, int64_t queries,
+                      int64_t length, int64_t heads, int64_t head_dim);
+
 }  // namespace nmt::cpu

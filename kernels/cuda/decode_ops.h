@@ -2,6 +2,7 @@
 // signatures; they enqueue on the current stream (kernels/cuda/stream.h) and do not synchronise.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/tensor.h"
@@ -23,5 +24,13 @@ void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t 
 // f32 (kernels/decode_ops.h). One block per row; k <= kMaxTopK.
 void logits_top_k(const Tensor& logits, int32_t extra_id, Tensor& top_ids, Tensor& top_logits,
                   Tensor& row_stats);
+
+// q: [rows, width] T; keys, values: [blocks, length, width] T; lengths: [blocks] i32; out: [rows,
+// width] T (kernels/decode_ops.h). One block of 128 threads per (row, head), in one launch.
+void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
+                      const Tensor& lengths, Tensor& out, int64_t heads);
+// The dynamic shared memory one block of it takes, and the most it may take (no opt-in needed).
+size_t cached_attention_shared_bytes(int64_t head_dim, int64_t length);
+inline constexpr size_t kCachedAttentionSharedLimit = 48 * 1024;
 
 }  // namespace nmt::cuda

@@ -269,3 +269,69 @@ TEST_CASE("logits_top_k on CUDA: the CPU reference's ids and logits, log-sum-exp
     }
   }
 }
+
+TEST_CASE("cached_attention on CUDA: the CPU reference's output at odd shapes and every dtype",
+          "[decode][cuda]") {
+  nmt::DType dtype = GENERATE(nmt::DType::f32, nmt::DType::bf16, nmt::DType::f16);
+  // Head sizes: scalar key loads (7), 16-byte loads (64), wider than the block's threads (160).
+  const int64_t head_dim = GENERATE(7, 64, 160);
+  const int64_t queries = GENERATE(1, 4);
+  // Lengths: fully masked, one key, past the block's 128 threads, past the cache (clamped).
+  const int64_t blocks = 6, length = 203, heads = 3, width = heads * head_dim;
+  const int64_t rows = blocks * queries;
+  INFO(nmt::dtype_name(dtype) << ", head_dim " << head_dim << ", queries " << queries);
+  std::vector<int32_t> lengths = {203, 0, 1, 130, 17, 500};
+  auto values_of = [](int64_t n, int64_t salt, float amplitude) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = amplitude * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(salt)) *
+             std::cos(0.013f * static_cast<float>(i % 211));
+    return v;
+  };
+  std::vector<float> q = values_of(rows * width, 1, 3.0f);
+  std::vector<float> k = values_of(blocks * length * width, 2, 3.0f);
+  std::vector<float> v = values_of(blocks * length * width, 3, 1.0f);
+
+  nmt::Arena arena(nmt::Device::cuda, 64 << 20);
+  // Uploads in f32, converts to dtype, and returns the rounded values the kernel reads.
+  auto device_copy = [&](std::vector<float>& host, std::initializer_list<int64_t> dims,
+                         const char* name) {
+    const auto n = static_cast<int64_t>(host.size());
+    nmt::Tensor src(host.data(), nmt::DType::f32, nmt::Device::cpu, {n});
+    nmt::Tensor f32 = arena.allocate(name, nmt::DType::f32, n).view({n});
+    nmt::Tensor t = arena.allocate(name, dtype, n).view({n});
+    nmt::copy_tensor(src, f32);
+    nmt::convert_tensor(f32, t);
+    nmt::copy_to_host_f32(t, host);
+    return t.reshaped(dims);
+  };
+  nmt::Tensor q_d = device_copy(q, {rows, width}, "q");
+  nmt::Tensor k_d = device_copy(k, {blocks, length, width}, "k");
+  nmt::Tensor v_d = device_copy(v, {blocks, length, width}, "v");
+  nmt::Tensor lengths_d = arena.allocate("lengths", nmt::DType::i32, blocks).view({blocks});
+  nmt::Tensor lengths_h(lengths.data(), nmt::DType::i32, nmt::Device::cpu, {blocks});
+  nmt::copy_tensor(lengths_h, lengths_d);
+  nmt::Tensor out_d = arena.allocate("out", dtype, rows * width).view({rows, width});
+  nmt::cached_attention(q_d, k_d, v_d, lengths_d, out_d, heads);
+  std::vector<float> got;
+  nmt::copy_to_host_f32(out_d, got);
+
+  std::vector<float> want(rows * width);
+  nmt::Tensor want_t(want.data(), nmt::DType::f32, nmt::Device::cpu, {rows, width});
+  nmt::cached_attention(
+      nmt::Tensor(q.data(), nmt::DType::f32, nmt::Device::cpu, {rows, width}),
+      nmt::Tensor(k.data(), nmt::DType::f32, nmt::Device::cpu, {blocks, length, width}),
+      nmt::Tensor(v.data(), nmt::DType::f32, nmt::Device::cpu, {blocks, length, width}), lengths_h,
+      want_t, heads);
+  // f32: summation order only; bf16/f16: the output's own rounding (values are within [-1, 1]).
+  const double tolerance = dtype == nmt::DType::f32    ? 2e-6
+                           : dtype == nmt::DType::bf16 ? 8e-3
+                                                       : 1e-3;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+  INFO("max |diff| " << worst);
+  CHECK(worst <= tolerance);
+  for (int64_t r = queries; r < 2 * queries; ++r)  // block 1 sees no key
+    for (int64_t c = 0; c < width; ++c) CHECK(got[r * width + c] == 0.0f);
+}

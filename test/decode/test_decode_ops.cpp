@@ -1,13 +1,14 @@
 // The incremental-decoding ops on the CPU (kernels/decode_ops.h): the embedding at each row's own
 // position is embedding_forward's row at that position bit for bit, cache writes land at each row's
 // position, block gathers copy the used part of each chosen block, logits_top_k ranks as a full
-// sort does; bad arguments are named.
+// sort does, cached_attention gives attention_forward's output; bad arguments are named.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
 #include "data/special_ids.h"
+#include "kernels/attention.h"
 #include "kernels/decode_ops.h"
 #include "kernels/embedding.h"
 #include "test/decode/decode_test_util.h"
@@ -192,4 +193,72 @@ TEST_CASE("logits_top_k ranks a NaN logit as -inf: every returned id is a real o
   CHECK(top[2] == -INFINITY);
   CHECK(stats[1] == -INFINITY);  // the extra id's logit, NaN on input
   CHECK(stats[0] == Approx(3.0 + std::log1p(std::exp(-2.0))));
+}
+
+namespace {
+
+// Deterministic values in about [-1, 1] from an index and a salt.
+float wave(int64_t i, int64_t salt) {
+  return 0.5f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(salt)) +
+         0.4f * std::cos(0.11f * static_cast<float>(i * salt % 97));
+}
+
+}  // namespace
+
+TEST_CASE("cached_attention is attention_forward's output with its lengths, queries per block",
+          "[decode][ops]") {
+  // Self-attention steps (one query per block) and cross-attention (a beam of queries per block);
+  // odd head sizes; lengths from fully masked to the whole cache.
+  const int64_t queries = GENERATE(1, 3);
+  const int64_t head_dim = GENERATE(1, 7, 16);
+  const int64_t blocks = 5, length = 9, heads = 3, width = heads * head_dim;
+  INFO("queries " << queries << ", head_dim " << head_dim);
+  const int64_t rows = blocks * queries;
+  std::vector<float> q(rows * width), k(blocks * length * width), v(k.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 2.0f * wave(static_cast<int64_t>(i), 3);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = 2.0f * wave(static_cast<int64_t>(i), 5);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = wave(static_cast<int64_t>(i), 7);
+  std::vector<int32_t> lengths = {9, 0, 1, 4, 8};
+  std::vector<float> got(rows * width, 42.0f), want(rows * width),
+      probs(blocks * heads * queries * length);
+  nmt::Tensor q_t = cpu(q, {rows, width}), out_t = cpu(got, {rows, width});
+  nmt::Tensor lengths_t = cpu(lengths, {blocks});
+  nmt::cached_attention(q_t, cpu(k, {blocks, length, width}), cpu(v, {blocks, length, width}),
+                        lengths_t, out_t, heads);
+  nmt::Tensor want_t = cpu(want, {rows, width});
+  nmt::Tensor probs_t = cpu(probs, {blocks, heads, queries, length});
+  nmt::AttentionShape shape{blocks, queries, length, heads, head_dim, false};
+  nmt::attention_forward(q_t, cpu(k, {blocks * length, width}), cpu(v, {blocks * length, width}),
+                         lengths_t, want_t, probs_t, shape, 0.0f, nmt::RngKey{});
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-6));
+  // Block 1 sees no key: zero rows.
+  for (int64_t r = queries; r < 2 * queries; ++r)
+    for (int64_t c = 0; c < width; ++c) CHECK(got[r * width + c] == 0.0f);
+
+  // A length past the cache counts as the whole cache.
+  std::vector<int32_t> long_lengths = {100, 0, 1, 4, 8};
+  std::vector<float> clamped(rows * width);
+  nmt::Tensor clamped_t = cpu(clamped, {rows, width});
+  nmt::cached_attention(q_t, cpu(k, {blocks, length, width}), cpu(v, {blocks, length, width}),
+                        cpu(long_lengths, {blocks}), clamped_t, heads);
+  CHECK(clamped == got);
+}
+
+TEST_CASE("cached_attention names a bad argument", "[decode][ops]") {
+  std::vector<float> q(6 * 8), kv(3 * 4 * 8), out(6 * 8);
+  std::vector<int32_t> lengths(3, 4);
+  nmt::Tensor q_t = cpu(q, {6, 8}), out_t = cpu(out, {6, 8});
+  nmt::Tensor keys = cpu(kv, {3, 4, 8}), values = cpu(kv, {3, 4, 8});
+  CHECK(contains(
+      error_of([&] { nmt::cached_attention(q_t, keys, values, cpu(lengths, {3}), out_t, 3); }),
+      "heads = 3"));
+  nmt::Tensor four_rows = cpu(q, {4, 8});
+  nmt::Tensor four_out = cpu(out, {4, 8});
+  CHECK(contains(error_of([&] {
+                   nmt::cached_attention(four_rows, keys, values, cpu(lengths, {3}), four_out, 2);
+                 }),
+                 "not a whole number per block"));
+  CHECK(contains(
+      error_of([&] { nmt::cached_attention(q_t, keys, values, cpu(lengths, {2}), out_t, 2); }),
+      "lengths"));
 }
