@@ -162,6 +162,7 @@ BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options)
   capacity.positions = model.max_len();
   capacity.cache_rows = cache_rows();
   decoder_ = std::make_unique<IncrementalDecoder>(model, capacity);
+  block_padding_ = incremental_decoder()->graphs();
 }
 
 BeamSearch::BeamSearch(Transformer& model, const BeamOptions& options,
@@ -180,9 +181,7 @@ void BeamSearch::plan_candidates() {
   const int64_t rows = model_.max_rows(), k = candidates_per_row();
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) candidates_arena_ = Arena(model_.device(), candidates_arena_.used());
-    candidate_ids_ = candidates_arena_.allocate("beam.candidate_ids", DType::i32, rows * k);
-    candidate_values_ =
-        candidates_arena_.allocate("beam.candidate_values", DType::f32, rows * (k + 2));
+    candidates_ = candidates_arena_.allocate("beam.candidates", DType::i32, rows * (2 * k + 2));
   }
 }
 
@@ -277,50 +276,72 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
     state[i].live.assign(1, LiveHypothesis{});  // bos alone; the other slots start empty
     positions = std::max(positions, state[i].max_new + 1);
   }
-  // Row a * beam + j is slot j of the a-th active sentence; empty slots repeat the first
-  // hypothesis (their rows are computed and ignored).
+  // Row a * beam + j is slot j of the sentence in block a; empty slots repeat the first hypothesis
+  // (their rows are computed and ignored). blocks[a] is that sentence, or kSettled once its answer
+  // is settled: with block padding on, a settled sentence's block stays (rows computed, ignored)
+  // until the live ones fit a smaller padded count, so a step's shape lasts many steps.
+  constexpr int64_t kSettled = -1;
   decoder_->start(encoded, batch.src_lengths, batch.src_len, beam, positions);
-  std::vector<int64_t> active(static_cast<size_t>(sentences));
-  std::iota(active.begin(), active.end(), 0);
+  std::vector<int64_t> blocks(static_cast<size_t>(sentences));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  int64_t live = sentences;
   std::vector<int32_t> tokens(static_cast<size_t>(sentences * beam), kBosId), parents;
   const int64_t k = candidates_per_row();
 
-  for (int64_t position = 0; !active.empty(); ++position) {
+  for (int64_t position = 0; live > 0; ++position) {
     Tensor logits = decoder_->step(tokens, position);  // [rows, vocab]
     read_candidates(logits);
     // Sentences expand independently from their rows' candidates (2k + 2 numbers a row).
-    const auto live_sentences = static_cast<int64_t>(active.size());
     const int64_t rows = logits.dim(0);
-    std::vector<char> done(active.size(), 0);
+    stepped_rows_ += rows;
     std::vector<Candidate> candidates;
-    for (int64_t a = 0; a < live_sentences; ++a) {
-      SentenceSearch& s = state[active[a]];
+    for (size_t a = 0; a < blocks.size(); ++a) {
+      if (blocks[a] == kSettled) {
+        padding_rows_ += beam;
+        continue;
+      }
+      SentenceSearch& s = state[blocks[a]];
       auto row = [&](size_t slot) {
-        const int64_t r = a * beam + static_cast<int64_t>(slot);
-        return RowCandidates{host_ids_.data() + r * k, host_values_.data() + r * k, k,
-                             host_values_[static_cast<size_t>(rows * k + 2 * r)],
-                             host_values_[static_cast<size_t>(rows * k + 2 * r + 1)]};
+        const int64_t r = static_cast<int64_t>(a) * beam + static_cast<int64_t>(slot);
+        return RowCandidates{candidate_ids_host_ + r * k, candidate_values_host_ + r * k, k,
+                             candidate_values_host_[rows * k + 2 * r],
+                             candidate_values_host_[rows * k + 2 * r + 1]};
       };
       expand(s, row, options_, candidates);
-      done[a] = settled(s, options_) ? 1 : 0;
+      if (settled(s, options_)) {
+        blocks[a] = kSettled;
+        --live;
+      }
     }
-    // The surviving sentences keep their order (finished ones drop out); each new row continues
-    // its parent's row, whose cached positions the decoder gathers.
-    std::vector<int64_t> still_active;
+    if (live == 0) break;
+    // The blocks kept, in order: every live one, and settled ones up to the padded count. Each
+    // new row continues its parent's row, whose cached positions the decoder gathers.
+    const auto padded = padded_blocks(live, static_cast<int64_t>(blocks.size()));
+    int64_t settled_kept = 0;
+    std::vector<int64_t> kept;
     tokens.clear();
     parents.clear();
-    for (int64_t a = 0; a < live_sentences; ++a) {
-      if (done[a]) continue;
-      const SentenceSearch& s = state[active[a]];
-      for (int64_t j = 0; j < beam; ++j) {
-        const LiveHypothesis& h = s.live[static_cast<size_t>(j) < s.live.size() ? j : 0];
-        parents.push_back(static_cast<int32_t>(a * beam + h.parent));
-        tokens.push_back(h.tokens.back());
+    for (size_t a = 0; a < blocks.size(); ++a) {
+      const auto first_row = static_cast<int32_t>(static_cast<int64_t>(a) * beam);
+      if (blocks[a] == kSettled) {
+        if (settled_kept == padded - live) continue;
+        ++settled_kept;
+        for (int32_t j = 0; j < beam; ++j) {
+          parents.push_back(first_row + j);
+          tokens.push_back(kEosId);
+        }
+      } else {
+        const SentenceSearch& s = state[blocks[a]];
+        for (int64_t j = 0; j < beam; ++j) {
+          const LiveHypothesis& h = s.live[static_cast<size_t>(j) < s.live.size() ? j : 0];
+          parents.push_back(first_row + h.parent);
+          tokens.push_back(h.tokens.back());
+        }
       }
-      still_active.push_back(active[a]);
+      kept.push_back(blocks[a]);
     }
-    active = std::move(still_active);
-    if (!active.empty()) decoder_->reorder(parents);
+    blocks = std::move(kept);
+    decoder_->reorder(parents);
   }
 
   std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(sentences));
@@ -336,6 +357,15 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
   return out;
 }
 
+int64_t BeamSearch::padded_blocks(int64_t live, int64_t current) const {
+  if (!block_padding_) return live;
+  // 1, 2, 3, 4, 6, 8, 12, 16, 24, ...: at most a third of a step's rows are padding.
+  int64_t padded = 1;
+  while (padded < live)
+    padded = padded == 1 ? 2 : padded % 3 == 0 ? padded / 3 * 4 : padded / 2 * 3;
+  return std::min(padded, current);
+}
+
 IncrementalDecoder* BeamSearch::incremental_decoder() {
   return dynamic_cast<IncrementalDecoder*>(decoder_.get());
 }
@@ -346,25 +376,30 @@ int64_t BeamSearch::candidates_per_row() const {
 
 void BeamSearch::read_candidates(const Tensor& logits) {  // logits: [rows, vocab]
   const int64_t rows = logits.dim(0), k = candidates_per_row();
+  if (logits.device == Device::cuda && k <= kMaxTopK) {
+    // On the device, then one small read of ids, logits and stats together.
+    const int64_t words = rows * (2 * k + 2);
+    auto* base = static_cast<int32_t*>(candidates_.view({words}).data);
+    Tensor device_ids(base, DType::i32, Device::cuda, {rows, k});
+    Tensor device_top(base + rows * k, DType::f32, Device::cuda, {rows, k});
+    Tensor device_stats(base + 2 * rows * k, DType::f32, Device::cuda, {rows, 2});
+    logits_top_k(logits, kEosId, device_ids, device_top, device_stats);
+    auto* host = static_cast<int32_t*>(candidates_pinned_.reserve(words * sizeof(int32_t)));
+    Tensor all_host(host, DType::i32, Device::cpu, {words});
+    copy_tensor(candidates_.view({words}), all_host);
+    candidate_ids_host_ = host;
+    candidate_values_host_ = reinterpret_cast<const float*>(host + rows * k);
+    return;
+  }
   host_ids_.resize(static_cast<size_t>(rows * k));
   host_values_.resize(static_cast<size_t>(rows * (k + 2)));  // [rows, k] logits, [rows, 2] stats
+  candidate_ids_host_ = host_ids_.data();
+  candidate_values_host_ = host_values_.data();
   Tensor ids(host_ids_.data(), DType::i32, Device::cpu, {rows, k});
   Tensor values(host_values_.data(), DType::f32, Device::cpu, {rows, k});
   Tensor stats(host_values_.data() + rows * k, DType::f32, Device::cpu, {rows, 2});
   if (logits.device == Device::cpu && logits.dtype == DType::f32) {
     logits_top_k(logits, kEosId, ids, values, stats);
-    return;
-  }
-  if (logits.device == Device::cuda && k <= kMaxTopK) {
-    // On the device, then two small reads: ids, then logits and stats together.
-    Tensor device_ids = candidate_ids_.view({rows, k});
-    Tensor device_values = candidate_values_.view({rows * (k + 2)});
-    Tensor device_top = device_values.rows(0, rows * k).reshaped({rows, k});
-    Tensor device_stats = device_values.rows(rows * k, rows * (k + 2)).reshaped({rows, 2});
-    logits_top_k(logits, kEosId, device_ids, device_top, device_stats);
-    Tensor all_values(host_values_.data(), DType::f32, Device::cpu, {rows * (k + 2)});
-    copy_tensor(device_ids, ids);
-    copy_tensor(device_values, all_values);
     return;
   }
   // A beam wider than the device kernel's lists: the whole logits to the host.

@@ -12,6 +12,7 @@
 #include "engine/decode/step_decoder.h"
 #include "engine/model/arena.h"
 #include "engine/model/transformer.h"
+#include "kernels/cuda/stream.h"
 
 namespace nmt {
 
@@ -78,6 +79,15 @@ class BeamSearch {
   std::vector<std::vector<Hypothesis>> search(const Batch& batch);
 
   const BeamOptions& options() const { return options_; }
+  // Block padding: a settled sentence's rows stay in the batch until the live sentences fit a
+  // smaller padded count (1, 2, 3, 4, 6, 8, 12, ...), so a step's shape, and the CUDA graph that
+  // replays it, lasts many steps. On by default where the decoder replays graphs; the hypotheses
+  // are the same either way (rows are computed independently).
+  void set_block_padding(bool on) { block_padding_ = on; }
+  bool block_padding() const { return block_padding_; }
+  // Rows stepped so far for settled sentences' blocks (the padding's cost), and in all.
+  int64_t padding_rows() const { return padding_rows_; }
+  int64_t stepped_rows() const { return stepped_rows_; }
   // The decoder this search steps when it is the engine's own (its CUDA-graph switch and counters,
   // engine/decode/incremental_decoder.h); nullptr when another StepDecoder was given.
   IncrementalDecoder* incremental_decoder();
@@ -93,10 +103,14 @@ class BeamSearch {
   std::vector<std::vector<Hypothesis>> search_fitting(const Batch& batch);
   // On the GPU: the device buffers of logits_top_k's outputs (max_rows rows).
   void plan_candidates();
+  // The blocks (sentences) a step keeps for `live` unsettled sentences out of `current`: live
+  // without block padding, else the padded count, never more than current.
+  int64_t padded_blocks(int64_t live, int64_t current) const;
   // Tokens each hypothesis offers per step: beam + 1 (enough for beam live ones when one is eos).
   int64_t candidates_per_row() const;
-  // Fills host_ids_ ([rows, k]) and host_values_ ([rows, k] logits, then [rows, 2] log-sum-exp and
-  // eos logit) from logits ([rows, vocab]) with logits_top_k on their device.
+  // Points candidate_ids_host_ ([rows, k]) and candidate_values_host_ ([rows, k] logits, then
+  // [rows, 2] log-sum-exp and eos logit) at the candidates of logits ([rows, vocab]), found with
+  // logits_top_k on their device (on the GPU: one copy of both into pinned memory).
   void read_candidates(const Tensor& logits);
 
   Transformer& model_;
@@ -105,10 +119,15 @@ class BeamSearch {
   // StepDecoder (the tests' full-prefix decoder runs whole prefixes through the model's plan).
   int64_t cache_scale_ = 1;
   std::unique_ptr<StepDecoder> decoder_;  // planned once, for the largest group the plan admits
-  Arena candidates_arena_;                // on the GPU: logits_top_k's outputs for max_rows rows
-  Buffer candidate_ids_, candidate_values_;
+  bool block_padding_ = false;
+  int64_t padding_rows_ = 0, stepped_rows_ = 0;
+  Arena candidates_arena_;  // on the GPU: logits_top_k's outputs for max_rows rows
+  Buffer candidates_;       // [max_rows * (2k + 2)] words: the ids (i32), then the values (f32)
+  cuda::PinnedHost candidates_pinned_;  // their host copy
   std::vector<int32_t> host_ids_;
   std::vector<float> host_values_, host_logits_;
+  const int32_t* candidate_ids_host_ = nullptr;   // [rows, k]
+  const float* candidate_values_host_ = nullptr;  // [rows, k + 2]
 };
 
 // The model's plan for decoding sources of at most `longest_source` tokens: the longest sentence

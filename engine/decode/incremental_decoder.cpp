@@ -74,17 +74,31 @@ void IncrementalDecoder::set_graphs(bool on) {
 }
 
 size_t IncrementalDecoder::step_scratch_bound() const {
-  // The step's one scratch user is the unfused attention (kernels/cuda/attention.cu): the
-  // [blocks, heads, queries, length] probabilities in the activation dtype and 6 pointers per
-  // (block, head). Self-attention: rows blocks of one query over the planned positions;
-  // cross-attention: sources blocks of beam queries over the source. Both at most
-  // kMaxRows * heads * max(positions, source length) probabilities. Twice that, plus 1 MiB, covers
-  // rounding and alignment.
-  const auto rows = static_cast<size_t>(std::min(capacity_.rows, StepGraphs::kMaxRows));
+  // The step's one scratch user is the unfused attention (kernels/cuda/attention.cu), which runs
+  // only where cached_attention's shared memory cannot hold the scores: the [blocks, heads,
+  // queries, length] probabilities in the activation dtype and 6 pointers per (block, head).
+  // Self-attention: rows blocks of one query over the planned positions; cross-attention: sources
+  // blocks of beam queries over the source. Both at most rows * heads * max(positions, source
+  // length) probabilities. Twice that, plus 1 MiB, covers rounding and alignment.
   const auto length = static_cast<size_t>(std::max(capacity_.positions, capacity_.source_len));
+  if (cached_attention_fits(d_model_ / heads_, static_cast<int64_t>(length)))
+    return size_t{1} << 20;
+  const auto rows = static_cast<size_t>(std::min(capacity_.rows, StepGraphs::kMaxRows));
   const size_t heads = static_cast<size_t>(heads_);
   const size_t probs = rows * heads * length * dtype_size(model_.shape().compute_dtype);
   return 2 * (probs + 6 * rows * heads * sizeof(void*)) + (size_t{1} << 20);
+}
+
+uint64_t IncrementalDecoder::layout_fingerprint() const {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the buffers' addresses
+  auto add = [&](const Buffer& b) {
+    hash ^= static_cast<uint64_t>(reinterpret_cast<uintptr_t>(b.flat().data));
+    hash *= 1099511628211ull;
+  };
+  for (const LayerBuffers& layer : layers_)
+    for (const Buffer* b : {&layer.self_k, &layer.self_v, &layer.cross_k, &layer.cross_v}) add(*b);
+  add(spare_);
+  return hash;
 }
 
 StepGraphStats IncrementalDecoder::graph_stats() const {
@@ -188,7 +202,7 @@ Tensor IncrementalDecoder::step(const std::vector<int32_t>& tokens, int64_t posi
   const Tensor ids = step_ints_.flat().rows(0, rows_);
   const Tensor positions = step_ints_.flat().rows(2 * rows_, 3 * rows_);
   auto decode = [&] { return model_.decode_step(ids, positions, layer_caches()); };
-  const StepKey key{rows_, sources_, beam_, src_len_, positions_, layout_generation_};
+  const StepKey key{rows_, sources_, beam_, src_len_, positions_, layout_fingerprint()};
   Tensor logits =
       on_own_stream() ? graphs_->run(key, decode, /*long_lived=*/position == 0) : decode();
   next_position_ = position + 1;
@@ -223,10 +237,13 @@ void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
     return;
   }
   auto scope = own_stream_scope();
-  // Graph steps have captured the caches' addresses: there the gathered blocks are copied back in
-  // place (a second copy, negligible at the few rows graphs serve). Otherwise the gather target is
-  // swapped in (one copy, no second buffer per layer) and the layout generation moves on.
-  const bool keep_addresses = on_own_stream() && StepGraphs::serves(new_rows);
+  // Graph steps have captured the caches' addresses. Up to kMaxInPlaceReorderRows rows the
+  // gathered blocks are copied back in place (a second copy, negligible at few rows), so one graph
+  // serves every step of a shape. Larger batches swap the gather target in (one copy, no second
+  // buffer per layer): the layout changes, and alternating the walk's direction makes it alternate
+  // between two layouts (a forward walk rotates the spare through the caches, a backward walk
+  // rotates it back), each replayed from its own graph.
+  const bool keep_addresses = on_own_stream() && new_rows <= kMaxInPlaceReorderRows;
   // One upload: the parent rows, the parent sources, and (keeping addresses) the identity.
   host_ints_.assign(parents.begin(), parents.end());
   host_ints_.insert(host_ints_.end(), source_of.begin(), source_of.end());
@@ -253,14 +270,19 @@ void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
       keep_addresses && same_sources && new_rows * positions_ <= kMaxReorderGraphPositions;
   // Otherwise only the positions decoded so far are copied.
   const int64_t used = as_graph ? positions_ : next_position_;
+  std::vector<Buffer*> self_caches;
+  for (LayerBuffers& layer : layers_) {
+    self_caches.push_back(&layer.self_k);
+    self_caches.push_back(&layer.self_v);
+  }
+  if (!keep_addresses && reverse_swaps_) std::reverse(self_caches.begin(), self_caches.end());
   auto gather_self = [&] {
-    for (LayerBuffers& layer : layers_)
-      for (Buffer* cache : {&layer.self_k, &layer.self_v})
-        reorder_cache(*cache, rows_, positions_, row_index, used, row_identity, keep_addresses);
+    for (Buffer* cache : self_caches)
+      reorder_cache(*cache, rows_, positions_, row_index, used, row_identity, keep_addresses);
     return Tensor();
   };
   if (as_graph) {
-    const StepKey key{new_rows, sources_, beam_, src_len_, positions_, layout_generation_, rows_};
+    const StepKey key{new_rows, sources_, beam_, src_len_, positions_, layout_fingerprint(), rows_};
     graphs_->run(key, gather_self, /*long_lived=*/new_rows == rows_);
     rows_ = new_rows;
     return;
@@ -276,7 +298,7 @@ void IncrementalDecoder::reorder(const std::vector<int32_t>& parents) {
     host_source_lengths_ = std::move(lengths);
     upload_i32(host_source_lengths_, source_lengths_);
   }
-  if (!keep_addresses) ++layout_generation_;
+  if (!keep_addresses) reverse_swaps_ = !reverse_swaps_;
   rows_ = new_rows;
   sources_ = new_sources;
 }

@@ -7,6 +7,9 @@
 // Transformer::decode_last_logits gives on that row's whole prefix, at the cost of one position.
 // On the GPU, steps of up to StepGraphs::kMaxRows rows replay from CUDA graphs
 // (engine/decode/step_graphs.h) unless graphs are turned off (NMT_DECODE_GRAPHS=0, set_graphs).
+// A reorder of up to kMaxInPlaceReorderRows rows keeps the caches where they are (a graph's step
+// reads them there); a larger one swaps each gathered cache in (half the copying) and alternates
+// the direction of its swaps, so the layout alternates between two and each has its graph.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +49,9 @@ class IncrementalDecoder final : public StepDecoder {
   void reorder(const std::vector<int32_t>& parents) override;
   int64_t rows() const override { return rows_; }
 
+  // Past this many rows a reorder swaps its gathered caches in rather than copying them back.
+  static constexpr int64_t kMaxInPlaceReorderRows = 64;
+
   const IncrementalCapacity& capacity() const { return capacity_; }
   size_t arena_bytes() const { return arena_.capacity(); }
 
@@ -60,6 +66,8 @@ class IncrementalDecoder final : public StepDecoder {
  private:
   // The most scratch memory one step of up to StepGraphs::kMaxRows rows takes on the GPU.
   size_t step_scratch_bound() const;
+  // Where every cache buffer lies now, as one number (StepKey::layout).
+  uint64_t layout_fingerprint() const;
 
   struct LayerBuffers {
     Buffer self_k, self_v;    // [cache_rows, d_model]: [rows, positions, d_model] while decoding
@@ -105,7 +113,7 @@ class IncrementalDecoder final : public StepDecoder {
   // CUDA graphs of the step (GPU only, created with graphs on). Declared last: its stream is
   // synchronised and released before the arena's memory goes.
   bool graphs_on_ = false;
-  uint64_t layout_generation_ = 0;  // bumped whenever reorder swaps buffers (StepKey::layout)
+  bool reverse_swaps_ = false;  // the next swapping reorder walks the caches last to first
   std::unique_ptr<StepGraphs> graphs_;
 };
 

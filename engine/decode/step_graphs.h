@@ -25,8 +25,8 @@ bool decode_graphs_default();
 void set_decode_graphs_default(bool on);
 
 // Everything a step's launches depend on besides what it reads from device memory: the batch's
-// shape (grids, cuBLAS products, tensor views) and the generation of the decoder's buffer layout
-// (bumped whenever its cache buffers change places, IncrementalDecoder::reorder).
+// shape (grids, cuBLAS products, tensor views) and the decoder's buffer layout (a fingerprint of
+// where its cache buffers lie, which IncrementalDecoder::reorder changes when it swaps them).
 struct StepKey {
   int64_t rows = 0, sources = 0, beam = 0, src_len = 0, positions = 0;
   uint64_t layout = 0;
@@ -53,16 +53,17 @@ struct StepGraphStats {
 
 class StepGraphs {
  public:
-  // Graphs pay where launches dominate: at a few rows a step is ~185 launches of tiny kernels.
-  // Past this many rows the kernels' own work hides the launches, and every batch shape (rows
-  // fall as sentences finish) would cost a capture and an instantiation that never pay back.
-  static constexpr int64_t kMaxRows = 64;
+  // Graphs pay where launches dominate: at a few rows a step is ~140 launches of tiny kernels, and
+  // at a few hundred rows the launches still cost more than the kernels' work. Beam search keeps a
+  // step's shape for many steps (BeamSearch's block padding), so a graph is replayed often. Past
+  // this many rows the kernels' own work hides the launches.
+  static constexpr int64_t kMaxRows = 4096;
   // Instantiated graphs kept (the least recently used dropped first), so decoding many sentence
-  // shapes in a long run holds a bounded amount of graph memory.
-  static constexpr size_t kMaxGraphs = 8;
+  // shapes in a long run holds a bounded amount of graph memory. A shape takes up to two step
+  // graphs (the caches alternate between two layouts while reorders swap them) and a reorder's.
+  static constexpr size_t kMaxGraphs = 16;
   // Whether steps of `rows` rows run from graphs.
   static bool serves(int64_t rows) { return rows <= kMaxRows; }
-
   // Creates the stream (on the current device).
   StepGraphs();
 

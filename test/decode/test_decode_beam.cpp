@@ -205,3 +205,31 @@ TEST_CASE("a diverged model's NaN logits still give one hypothesis per source", 
     for (const auto& list : found) CHECK(!list.empty());
   }
 }
+
+TEST_CASE("block padding: settled sentences' rows stepped on, the same hypotheses to the bit",
+          "[decode]") {
+  auto model = reverse_model(1024, 32, true);
+  const auto& sources = reverse_data().dev_sources();
+  for (int64_t beam : {int64_t{1}, int64_t{3}}) {
+    INFO("beam " << beam);
+    nmt::BeamOptions o;
+    o.beam = beam;
+    nmt::BeamSearch plain(*model, o), padded(*model, o);
+    CHECK(!plain.block_padding());  // on the CPU the decoder replays no graphs
+    padded.set_block_padding(true);
+    auto want = plain.search(sources);
+    auto got = padded.search(sources);
+    CHECK(plain.padding_rows() == 0);
+    CHECK(padded.padding_rows() > 0);  // sentences settled while others went on
+    CHECK(padded.stepped_rows() > plain.stepped_rows());
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      REQUIRE(got[i].size() == want[i].size());
+      for (size_t k = 0; k < want[i].size(); ++k) {
+        CHECK(got[i][k].tokens == want[i][k].tokens);
+        CHECK(got[i][k].log_prob == want[i][k].log_prob);
+        CHECK(got[i][k].score == want[i][k].score);
+      }
+    }
+  }
+}

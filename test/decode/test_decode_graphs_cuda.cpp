@@ -183,27 +183,32 @@ TEST_CASE("graph steps on CUDA, batch 3 beam 1, rows dropping: the eager steps' 
   CHECK(graphs.stats.replays == 17);
 }
 
-TEST_CASE("graph steps on CUDA: a batch above the graph threshold runs eagerly until it shrinks",
-          "[decode][cuda][graphs]") {
+TEST_CASE(
+    "graph steps on CUDA: above the in-place reorder threshold the swapped caches alternate "
+    "between two layouts, each replayed from its graph",
+    "[decode][cuda][graphs]") {
   auto model = small_model(nmt::DType::bf16);
   Script script;
-  // 17 sources x beam 4 = 68 rows (eager, caches swapped on reorder), 64 after position 2.
+  // 17 sources x beam 4 = 68 rows (caches swapped on reorder), 64 after position 4 (in place).
   for (int32_t i = 0; i < 17; ++i)
     script.sources.push_back(std::vector<int32_t>(static_cast<size_t>(1 + i % 6), 5 + i));
   script.beam = 4;
   script.positions = 12;
   script.parents = [](int64_t p, int64_t rows) {
-    return p == 2 ? without_block(rows, 4, 5) : shuffled_within_sources(p, rows, 4);
+    return p == 4 ? without_block(rows, 4, 5) : shuffled_within_sources(p, rows, 4);
   };
-  REQUIRE(17 * 4 > nmt::StepGraphs::kMaxRows);
-  REQUIRE(16 * 4 <= nmt::StepGraphs::kMaxRows);
+  REQUIRE(17 * 4 > nmt::IncrementalDecoder::kMaxInPlaceReorderRows);
+  REQUIRE(16 * 4 <= nmt::IncrementalDecoder::kMaxInPlaceReorderRows);
+  REQUIRE(17 * 4 <= nmt::StepGraphs::kMaxRows);
   const Decoded graphs = run(*model, script, true), eager = run(*model, script, false);
   check_same_bits(graphs, eager);
-  // Positions 0-2 eager (68 rows); 3 eager (a shape the batch shrank to), 4 captured, 5-11
-  // replayed.
-  CHECK(graphs.stats.eager_steps == 4);
-  CHECK(graphs.stats.captures == 1);
-  CHECK(graphs.stats.replays == 8);
+  // 68 rows (the reorder after position 0 keeps every row; those after 1, 2 and 3 swap, so the
+  // layouts go A A B A B): 0 eager (the stream's first step), 1 captured (A's second), 2 eager
+  // (B's first), 3 replayed (A again), 4 captured (B's second). 64 rows, in place from there: 5
+  // eager (a shape the batch shrank to), 6 captured, 7-11 replayed.
+  CHECK(graphs.stats.eager_steps == 3);
+  CHECK(graphs.stats.captures == 3);
+  CHECK(graphs.stats.replays == 9);
 }
 
 namespace {
