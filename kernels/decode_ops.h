@@ -63,9 +63,9 @@ bool cached_attention_fits(int64_t head_dim, int64_t length);
 //          length counts as length; 0 or below gives a zero output row)
 // out:     [blocks * queries, heads * head_dim] written:
 //          out[r, h] = softmax(q[r, h] . keys[b, :n, h]^T / sqrt(head_dim)) . values[b, :n, h]
-// What attention_forward computes without dropout, but with the probabilities kept in f32 (the
-// general path rounds them to the activation dtype before the second product). CPU: f32; CUDA:
-// f32, bf16 or f16 where cached_attention_fits.
+// What attention_forward computes without dropout: on the GPU its arithmetic too (probabilities
+// rounded to the activation dtype before the weighted sum), in another order of additions. CPU:
+// f32; CUDA: f32, bf16 or f16 where cached_attention_fits.
 void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
                       const Tensor& lengths, Tensor& out, int64_t heads);
 

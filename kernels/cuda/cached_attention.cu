@@ -2,9 +2,11 @@
 // decoder step's whole attention over cached keys and values — scores, softmax, weighted sum — in
 // one launch. The general attention_forward takes five launches for it (pointer table, two batched
 // GEMMs, softmax, the probabilities' rounding), which at a step's few rows cost more than their
-// work: a step runs twelve attentions. The probabilities stay in f32 (the general path rounds them
-// to the activation dtype before the second product), so in bf16 the two agree to bf16 rounding,
-// not bit for bit.
+// work: a step runs twelve attentions. The arithmetic follows that path: scores are the f32 dot
+// product times the scale, the softmax is normalised in f32 and rounded to the activation dtype,
+// and the weighted sum adds those rounded probabilities times the values in f32. Only the order of
+// the additions differs (the GEMMs' is cuBLAS's), so the two agree to f32 rounding in every dtype;
+// decoded text does not move with the kernel.
 #include <cmath>
 
 #include "kernels/cuda/check.h"
@@ -18,7 +20,7 @@ namespace {
 constexpr int kThreads = 128;
 
 // grid (rows, heads). Shared memory (at most kCachedAttentionSharedLimit): the query's head slice
-// (f32, pre-scaled), the scores of every visible position, 32 floats for the block reductions, and
+// (f32), the scores of every visible position, 32 floats for the block reductions, and
 // the weighted-sum partials of each position group.
 //   Scores: thread t takes positions t, t + 128, ...; each reads its key row whole (16-byte loads
 //   where the head's slice allows), so a step's positions are read in parallel, not one at a time.
@@ -46,7 +48,7 @@ __global__ void cached_attention_kernel(const T* __restrict__ q, const T* __rest
     return;
   }
   const T* q_row = q + row * width + static_cast<int64_t>(head) * head_dim;
-  for (int d = t; d < head_dim; d += kThreads) q_s[d] = to_float(q_row[d]) * scale;
+  for (int d = t; d < head_dim; d += kThreads) q_s[d] = to_float(q_row[d]);
   __syncthreads();
 
   const int64_t stride = static_cast<int64_t>(length) * width;  // one block's cached rows
@@ -66,8 +68,8 @@ __global__ void cached_attention_kernel(const T* __restrict__ q, const T* __rest
     } else {
       for (int d = 0; d < head_dim; ++d) dot += q_s[d] * to_float(k_row[d]);
     }
-    scores[p] = dot;
-    local_max = fmaxf(local_max, dot);
+    scores[p] = dot * scale;
+    local_max = fmaxf(local_max, dot * scale);
   }
   const float row_max = block_max(local_max, reduce_s);  // ends with a barrier: scores visible
   float local_sum = 0.0f;
@@ -82,15 +84,17 @@ __global__ void cached_attention_kernel(const T* __restrict__ q, const T* __rest
     const int d = d0 + t % head_dim, group = t / head_dim;
     if (group < groups && d < head_dim) {
       float acc = 0.0f;
-      for (int64_t p = group; p < visible; p += groups)
-        acc += scores[p] * to_float(v_base[p * width + d]);
+      for (int64_t p = group; p < visible; p += groups) {
+        const float probability = to_float(from_float<T>(scores[p] * inv_sum));
+        acc += probability * to_float(v_base[p * width + d]);
+      }
       partial_s[group * head_dim + d] = acc;
     }
     __syncthreads();
     if (t < head_dim && d0 + t < head_dim) {
       float sum = 0.0f;
       for (int g = 0; g < groups; ++g) sum += partial_s[g * head_dim + d0 + t];
-      out_row[d0 + t] = from_float<T>(sum * inv_sum);
+      out_row[d0 + t] = from_float<T>(sum);
     }
     __syncthreads();
   }
