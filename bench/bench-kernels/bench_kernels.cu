@@ -1,6 +1,6 @@
 // bench-kernels: times the CUDA ops at Transformer-base sizes (CUDA events, L2 flushed before each
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
-// Usage: bench-kernels [--runs N] [--only attention-fused]
+// Usage: bench-kernels [--runs N] [--only attention-fused|column-sums]
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench-kernels/bench_column_sums.h"
 #include "bench/bench-kernels/bench_timer.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
@@ -251,7 +252,7 @@ void bench_embedding_and_dropout(KernelTimer& timer) {
 int main(int argc, char** argv) {
   using namespace nmt::bench;
   int runs = 30;
-  bool only_fused_attention = false;
+  bool only_fused_attention = false, only_column_sums = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::atoi(argv[++i]);
@@ -259,8 +260,13 @@ int main(int argc, char** argv) {
                std::strcmp(argv[i + 1], "attention-fused") == 0) {
       only_fused_attention = true;
       ++i;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
+               std::strcmp(argv[i + 1], "column-sums") == 0) {
+      only_column_sums = true;
+      ++i;
     } else {
-      std::fprintf(stderr, "usage: bench-kernels [--runs N] [--only attention-fused]\n");
+      std::fprintf(stderr,
+                   "usage: bench-kernels [--runs N] [--only attention-fused|column-sums]\n");
       return 2;
     }
   }
@@ -278,12 +284,17 @@ int main(int argc, char** argv) {
       bench_attention_fused_section(timer);
       return 0;
     }
+    if (only_column_sums) {
+      bench_column_sums(timer, report);
+      return 0;
+    }
     bench_layernorm(timer);
     bench_cross_entropy(timer);
     bench_adam(timer);
     bench_linear(timer, 8192, 512, 512, true);
     bench_linear(timer, 8192, 512, 32768, false);
     bench_linear(timer, 8192, 512, 2048, true);
+    bench_column_sums(timer, report);
     bench_attention(timer, false);
     bench_attention(timer, true);
     bench_embedding_and_dropout(timer);

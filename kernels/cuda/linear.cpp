@@ -7,7 +7,7 @@
 // can compute them while that product reads dy anyway (opt-in: blas.h's bias_grad_epilogue). The epilogue writes (=) where our contract
 // accumulates (+=: update_freq > 1 sums micro-batches into the same gradient), so it writes into
 // scratch and a tiny add of `out` floats follows. Where cuBLASLt offers no such algorithm (or there
-// is no dW product) db is the deterministic column sum of reduce.h, two kernels that read dy again.
+// is no dW product) db is the deterministic column sum of reduce.h, one kernel that reads dy again.
 #include "kernels/cuda/linear.h"
 
 #include <stdexcept>

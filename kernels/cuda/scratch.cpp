@@ -1,4 +1,5 @@
-// Per-(device, stream) scratch memory, cuBLAS workspace and pinned result slots of the CUDA ops.
+// Per-(device, stream) scratch memory, zeroed counters, cuBLAS workspace and pinned result slots
+// of the CUDA ops.
 #include "kernels/cuda/scratch.h"
 
 #include <map>
@@ -13,6 +14,7 @@ namespace nmt::cuda {
 StreamResources::~StreamResources() {
   // At process exit the runtime may already be gone; errors here are deliberately ignored.
   if (scratch_) cudaFree(scratch_);
+  if (counters_) cudaFree(counters_);
   if (blas_workspace_) cudaFree(blas_workspace_);
   if (host_result_) cudaFreeHost(host_result_);
 }
@@ -28,6 +30,15 @@ void* StreamResources::scratch(size_t bytes) {
   CUDA_CHECK(cudaMalloc(&scratch_, size));
   scratch_bytes_ = size;
   return scratch_;
+}
+
+unsigned* StreamResources::zeroed_counters() {
+  if (counters_) return counters_;
+  CUDA_CHECK(cudaMalloc(&counters_, kZeroedCounters * sizeof(unsigned)));
+  // On `stream`, so it is ordered before the stream's later kernels (a plain cudaMemset goes to the
+  // legacy stream, which a non-blocking stream does not wait for).
+  CUDA_CHECK(cudaMemsetAsync(counters_, 0, kZeroedCounters * sizeof(unsigned), stream));
+  return counters_;
 }
 
 void* StreamResources::blas_workspace() {

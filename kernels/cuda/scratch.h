@@ -1,5 +1,6 @@
 // Per-(device, stream) resources of the CUDA ops: grow-only device scratch for op temporaries,
-// the cuBLAS / cuBLASLt workspace, and a pinned host slot for results copied back to the host.
+// zeroed device counters that persist between ops, the cuBLAS / cuBLASLt workspace, and a pinned
+// host slot for results copied back to the host.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +11,9 @@ namespace nmt::cuda {
 
 // The cuBLASLt / cuBLAS workspace of each stream (NVIDIA recommends 32 MiB on Hopper).
 constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+
+// The zeroed counters of each stream: a fixed count, so that they never move once allocated.
+constexpr size_t kZeroedCounters = 4096;
 
 // Owned by the calling thread and keyed by (device, stream): ops on one stream run in order, so a
 // buffer is never used by two ops at once. Memory is taken on first use and when a larger request
@@ -26,6 +30,12 @@ class StreamResources {
   // Device memory of at least `bytes`, valid until the next scratch() call on this stream.
   void* scratch(size_t bytes);
   void* blas_workspace();
+  // kZeroedCounters device counters, allocated and zeroed on first use only. Unlike scratch they
+  // persist between calls, and every op that takes them must leave those it used at zero when its
+  // kernels complete (the column sums' last block per tile resets its counter, reduce.cu). That
+  // keeps them graph-safe: after the first use (an uncaptured step) a call neither allocates nor
+  // clears, the address never changes, and a captured kernel and each replay find them zero.
+  unsigned* zeroed_counters();
   // Pinned host memory of at least `bytes` (a few hundred at most), for results of an op.
   void* host_result(size_t bytes);
   // Where the scratch lies now (nullptr before first use). A CUDA graph captured with one address
@@ -37,6 +47,7 @@ class StreamResources {
  private:
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  unsigned* counters_ = nullptr;
   void* blas_workspace_ = nullptr;
   void* host_result_ = nullptr;
   size_t host_result_bytes_ = 0;
