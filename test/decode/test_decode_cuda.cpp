@@ -323,9 +323,9 @@ TEST_CASE("cached_attention on CUDA: the CPU reference's output at odd shapes an
       nmt::Tensor(k.data(), nmt::DType::f32, nmt::Device::cpu, {blocks, length, width}),
       nmt::Tensor(v.data(), nmt::DType::f32, nmt::Device::cpu, {blocks, length, width}), lengths_h,
       want_t, heads);
-  // f32: summation order only; bf16/f16: the probabilities' and the output's rounding (the CPU
-  // reference keeps them in f32; values are within [-1, 1]).
-  const double tolerance = dtype == nmt::DType::f32    ? 2e-6
+  // f32: summation order only (scores of up to ~50 through exp); bf16/f16: the probabilities' and
+  // the output's rounding (the CPU reference keeps them in f32; values are within [-1, 1]).
+  const double tolerance = dtype == nmt::DType::f32    ? 2e-5
                            : dtype == nmt::DType::bf16 ? 1.6e-2
                                                        : 2e-3;
   double worst = 0;
