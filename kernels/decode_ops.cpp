@@ -31,23 +31,29 @@ void embedding_forward_at(const Tensor& ids, const Tensor& positions, const Tens
                             rows, vocab, d_model, scale, pad_id);
 }
 
-void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache) {
+void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache, int64_t x_col) {
   constexpr const char* op = "cache_write_position";
-  detail::require_rank(op, "x", x, 2, "[rows, width]");
+  detail::require_rank(op, "x", x, 2, "[rows, x_width]");
   detail::require_rank(op, "cache", cache, 3, "[rows, cache_len, width]");
-  const int64_t rows = x.dim(0), cache_len = cache.dim(1), width = x.dim(1);
+  const int64_t rows = x.dim(0), cache_len = cache.dim(1), width = cache.dim(2);
+  if (x_col < 0 || x_col + width > x.dim(1))
+    throw std::invalid_argument(std::string(op) + ": columns [" + std::to_string(x_col) + ", " +
+                                std::to_string(x_col + width) + ") are outside x " +
+                                x.shape_string());
   check_shape(op, "positions", positions, {rows});
   check_shape(op, "cache", cache, {rows, cache_len, width});
   detail::require_dtype(op, "positions", positions, DType::i32);
   detail::require_dtype(op, "cache", cache, x.dtype);
   check_same_device(op, {&x, &positions, &cache});
-  if (x.numel() == 0) return;
+  if (rows == 0 || width == 0) return;
   if (x.empty() || positions.empty() || cache.empty())
     throw std::invalid_argument(std::string(op) + ": x, positions or cache has no data");
   if (detail::call_device({&x, &positions, &cache}) == Device::cuda)
-    return cuda::cache_write_position(x, positions, cache);
-  cpu::cache_write_position(x.data, positions.i32(), cache.data, rows, cache_len,
-                            static_cast<size_t>(width) * dtype_size(x.dtype));
+    return cuda::cache_write_position(x, positions, cache, x_col);
+  const size_t element = dtype_size(x.dtype);
+  cpu::cache_write_position(static_cast<const char*>(x.data) + static_cast<size_t>(x_col) * element,
+                            static_cast<size_t>(x.dim(1)) * element, positions.i32(), cache.data,
+                            rows, cache_len, static_cast<size_t>(width) * element);
 }
 
 void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len) {
@@ -110,11 +116,15 @@ bool cached_attention_fits(int64_t head_dim, int64_t length) {
 }
 
 void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
-                      const Tensor& lengths, Tensor& out, int64_t heads) {
+                      const Tensor& lengths, Tensor& out, int64_t heads, int64_t q_col) {
   constexpr const char* op = "cached_attention";
-  detail::require_rank(op, "q", q, 2, "[blocks * queries, heads * head_dim]");
+  detail::require_rank(op, "q", q, 2, "[blocks * queries, q_width]");
   detail::require_rank(op, "keys", keys, 3, "[blocks, length, heads * head_dim]");
-  const int64_t rows = q.dim(0), width = q.dim(1), blocks = keys.dim(0), length = keys.dim(1);
+  const int64_t rows = q.dim(0), blocks = keys.dim(0), length = keys.dim(1), width = keys.dim(2);
+  if (q_col < 0 || q_col + width > q.dim(1))
+    throw std::invalid_argument(std::string(op) + ": query columns [" + std::to_string(q_col) +
+                                ", " + std::to_string(q_col + width) + ") are outside q " +
+                                q.shape_string());
   if (heads < 1 || width % heads != 0)
     throw std::invalid_argument(std::string(op) + ": heads = " + std::to_string(heads) +
                                 " does not divide the width " + std::to_string(width));
@@ -137,10 +147,10 @@ void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
       throw std::invalid_argument(std::string(op) + ": a cache of " + std::to_string(length) +
                                   " positions of head size " + std::to_string(width / heads) +
                                   " exceeds the GPU kernel's shared memory");
-    return cuda::cached_attention(q, keys, values, lengths, out, heads);
+    return cuda::cached_attention(q, keys, values, lengths, out, heads, q_col);
   }
-  cpu::cached_attention(detail::cpu_f32(op, "q", q), detail::cpu_f32(op, "keys", keys),
-                        detail::cpu_f32(op, "values", values),
+  cpu::cached_attention(detail::cpu_f32(op, "q", q) + q_col, q.dim(1),
+                        detail::cpu_f32(op, "keys", keys), detail::cpu_f32(op, "values", values),
                         detail::cpu_i32(op, "lengths", lengths), detail::cpu_f32(op, "out", out),
                         blocks, rows / blocks, length, heads, width / heads);
 }

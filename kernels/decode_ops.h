@@ -19,12 +19,15 @@ namespace nmt {
 void embedding_forward_at(const Tensor& ids, const Tensor& positions, const Tensor& table,
                           Tensor& out, float scale, int32_t pad_id);
 
-// x:         [rows, width]
+// x:         [rows, x_width], of which columns [x_col, x_col + width) are written (a slice of a
+//            joined q | k | v projection, say)
 // positions: [rows] i32 on the same device, each in [0, cache_len) (checked on the CPU; on the GPU
 //            a position outside that range leaves its row unwritten)
-// cache:     [rows, cache_len, width], same dtype and device; cache[r, positions[r], :] = x[r, :].
+// cache:     [rows, cache_len, width], same dtype and device;
+//            cache[r, positions[r], :] = x[r, x_col : x_col + width].
 // Any dtype (a copy).
-void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache);
+void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache,
+                          int64_t x_col = 0);
 
 // src:   [src_blocks, block_len, width]
 // index: [n] i32 on the tensors' device, each in [0, src_blocks) (checked on the CPU; on the GPU
@@ -55,8 +58,9 @@ void logits_top_k(const Tensor& logits, int32_t extra_id, Tensor& top_ids, Tenso
 bool cached_attention_fits(int64_t head_dim, int64_t length);
 
 // A decoder step's attention over cached keys and values, in one kernel on the GPU:
-// q:       [blocks * queries, heads * head_dim]; query row r belongs to block r / queries (decoder
-//          self-attention: one query per block; cross-attention: a source's beam of queries)
+// q:       [blocks * queries, q_width], the queries in columns [q_col, q_col + heads * head_dim);
+//          query row r belongs to block r / queries (decoder self-attention: one query per block;
+//          cross-attention: a source's beam of queries)
 // keys:    [blocks, length, heads * head_dim], same dtype and device
 // values:  [blocks, length, heads * head_dim]
 // lengths: [blocks] i32: the first lengths[b] positions of block b are visible (a value above
@@ -67,6 +71,6 @@ bool cached_attention_fits(int64_t head_dim, int64_t length);
 // rounded to the activation dtype before the weighted sum), in another order of additions. CPU:
 // f32; CUDA: f32, bf16 or f16 where cached_attention_fits.
 void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
-                      const Tensor& lengths, Tensor& out, int64_t heads);
+                      const Tensor& lengths, Tensor& out, int64_t heads, int64_t q_col = 0);
 
 }  // namespace nmt

@@ -132,7 +132,19 @@ void AttentionBlock::attend_cached(const Tensor& xq, CachedKeysValues& kv, Tenso
 
 void AttentionBlock::append_and_attend(const Tensor& xq, const Tensor& positions,
                                        CachedKeysValues& kv, Tensor& out) {
-  const int64_t rows = xq.dim(0);
+  const int64_t rows = xq.dim(0), d = shape_.d_model;
+  if (xq.device == Device::cuda && cached_attention_fits(d / shape_.heads, kv.keys.dim(1))) {
+    // One GEMM for q | k | v (the joined weights); the cache writes and the attention read its
+    // column slices: two launches fewer per layer and step than three projections.
+    Tensor qkv = projections(proj_, rows, rows, /*joined=*/true).q;  // [rows, 3d]
+    linear_forward(xq, in_w_->compute, in_b_->compute, qkv);
+    cache_write_position(qkv, positions, kv.keys, d);
+    cache_write_position(qkv, positions, kv.values, 2 * d);
+    Tensor c = ctx_.view({rows, d});
+    cached_attention(qkv, kv.keys, kv.values, kv.lengths, c, shape_.heads);
+    linear_forward(c, o_w_->compute, o_b_->compute, out);
+    return;
+  }
   AttentionOperands p = projections(proj_, rows, rows, /*joined=*/false);
   project_keys_values(xq, p.k, p.v);
   cache_write_position(p.k, positions, kv.keys);

@@ -52,8 +52,8 @@ void embedding_forward_at(const int32_t* ids, const int32_t* positions, const fl
   }
 }
 
-void cache_write_position(const void* x, const int32_t* positions, void* cache, int64_t rows,
-                          int64_t cache_len, size_t row_bytes) {
+void cache_write_position(const void* x, size_t x_stride, const int32_t* positions, void* cache,
+                          int64_t rows, int64_t cache_len, size_t row_bytes) {
   const auto* from = static_cast<const char*>(x);
   auto* to = static_cast<char*>(cache);
   for (int64_t r = 0; r < rows; ++r) {
@@ -62,7 +62,7 @@ void cache_write_position(const void* x, const int32_t* positions, void* cache, 
                                   row_text(r) + " is outside the cache's [0, " +
                                   std::to_string(cache_len) + ")");
     std::memcpy(to + static_cast<size_t>(r * cache_len + positions[r]) * row_bytes,
-                from + static_cast<size_t>(r) * row_bytes, row_bytes);
+                from + static_cast<size_t>(r) * x_stride, row_bytes);
   }
 }
 
@@ -110,7 +110,7 @@ void logits_top_k(const float* logits, int64_t rows, int64_t vocab, int64_t k, i
   }
 }
 
-void cached_attention(const float* q, const float* keys, const float* values,
+void cached_attention(const float* q, int64_t q_stride, const float* keys, const float* values,
                       const int32_t* lengths, float* out, int64_t blocks, int64_t queries,
                       int64_t length, int64_t heads, int64_t head_dim) {
   const int64_t width = heads * head_dim;
@@ -123,7 +123,7 @@ void cached_attention(const float* q, const float* keys, const float* values,
     const float* v_block = values + block * length * width;
     std::vector<float> scores(static_cast<size_t>(visible));
     for (int64_t h = 0; h < heads; ++h) {
-      const float* q_head = q + row * width + h * head_dim;
+      const float* q_head = q + row * q_stride + h * head_dim;
       float* out_head = out + row * width + h * head_dim;
       float top = -INFINITY;
       for (int64_t p = 0; p < visible; ++p) {

@@ -30,8 +30,8 @@ template <typename T, bool kVectorKeys>
 __global__ void cached_attention_kernel(const T* __restrict__ q, const T* __restrict__ keys,
                                         const T* __restrict__ values,
                                         const int32_t* __restrict__ lengths, T* __restrict__ out,
-                                        int64_t queries, int64_t length, int head_dim, int width,
-                                        float scale) {
+                                        int64_t q_stride, int64_t queries, int64_t length,
+                                        int head_dim, int width, float scale) {
   extern __shared__ float shared[];
   const int64_t row = blockIdx.x, block = row / queries;
   const int head = blockIdx.y, t = threadIdx.x;
@@ -47,7 +47,7 @@ __global__ void cached_attention_kernel(const T* __restrict__ q, const T* __rest
     for (int d = t; d < head_dim; d += kThreads) out_row[d] = from_float<T>(0.0f);
     return;
   }
-  const T* q_row = q + row * width + static_cast<int64_t>(head) * head_dim;
+  const T* q_row = q + row * q_stride + static_cast<int64_t>(head) * head_dim;
   for (int d = t; d < head_dim; d += kThreads) q_s[d] = to_float(q_row[d]);
   __syncthreads();
 
@@ -108,8 +108,8 @@ size_t cached_attention_shared_bytes(int64_t head_dim, int64_t length) {
 }
 
 void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
-                      const Tensor& lengths, Tensor& out, int64_t heads) {
-  const int64_t rows = q.dim(0), width = q.dim(1), blocks = keys.dim(0), length = keys.dim(1);
+                      const Tensor& lengths, Tensor& out, int64_t heads, int64_t q_col) {
+  const int64_t rows = q.dim(0), blocks = keys.dim(0), length = keys.dim(1), width = keys.dim(2);
   const int64_t head_dim = width / heads;
   cudaStream_t stream = current_stream();
   const size_t shared = cached_attention_shared_bytes(head_dim, length);
@@ -122,9 +122,9 @@ void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
         head_dim % kPackWidth<T> == 0 && width % kPackWidth<T> == 0 && is_aligned16(keys.data);
     auto launch = [&](auto kernel) {
       kernel<<<grid, kThreads, shared, stream>>>(
-          static_cast<const T*>(q.data), static_cast<const T*>(keys.data),
+          static_cast<const T*>(q.data) + q_col, static_cast<const T*>(keys.data),
           static_cast<const T*>(values.data), static_cast<const int32_t*>(lengths.data),
-          static_cast<T*>(out.data), rows / blocks, length, static_cast<int>(head_dim),
+          static_cast<T*>(out.data), q.dim(1), rows / blocks, length, static_cast<int>(head_dim),
           static_cast<int>(width), scale);
       CUDA_CHECK_LAUNCH();
     };

@@ -44,14 +44,16 @@ __global__ void embedding_gather_at(const int32_t* __restrict__ ids,
   }
 }
 
-// grid (rows, column blocks): row r's `words` words land in its block at position positions[r].
+// grid (rows, column blocks): row r's `words` words (its row starts x_stride words apart) land in
+// its block at position positions[r].
 template <typename W>
-__global__ void write_position_words(const W* __restrict__ x, const int32_t* __restrict__ positions,
-                                     W* __restrict__ cache, int64_t cache_len, int64_t words) {
+__global__ void write_position_words(const W* __restrict__ x, int64_t x_stride,
+                                     const int32_t* __restrict__ positions, W* __restrict__ cache,
+                                     int64_t cache_len, int64_t words) {
   const int64_t row = blockIdx.x;
   const int32_t position = positions[row];
   if (position < 0 || position >= cache_len) return;
-  const W* from = x + row * words;
+  const W* from = x + row * x_stride;
   W* to = cache + (row * cache_len + position) * words;
   for (int64_t w = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; w < words;
        w += static_cast<int64_t>(gridDim.y) * blockDim.x)
@@ -92,15 +94,16 @@ int threads_for(int64_t words) {
 }
 
 template <typename W>
-void launch_write_position(const Tensor& x, const Tensor& positions, Tensor& cache,
-                           size_t row_bytes, cudaStream_t stream) {
+void launch_write_position(const void* x, size_t x_stride_bytes, const Tensor& positions,
+                           Tensor& cache, int64_t rows, size_t row_bytes, cudaStream_t stream) {
   const auto words = static_cast<int64_t>(row_bytes / sizeof(W));
   const int threads = threads_for(words);
   const unsigned column_blocks = std::min<unsigned>(blocks_for(words, threads), 64);
-  const dim3 grid(static_cast<unsigned>(x.dim(0)), column_blocks);
+  const dim3 grid(static_cast<unsigned>(rows), column_blocks);
   write_position_words<W><<<grid, threads, 0, stream>>>(
-      static_cast<const W*>(x.data), static_cast<const int32_t*>(positions.data),
-      static_cast<W*>(cache.data), cache.dim(1), words);
+      static_cast<const W*>(x), static_cast<int64_t>(x_stride_bytes / sizeof(W)),
+      static_cast<const int32_t*>(positions.data), static_cast<W*>(cache.data), cache.dim(1),
+      words);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -130,19 +133,26 @@ void embedding_forward_at(const Tensor& ids, const Tensor& positions, const Tens
   });
 }
 
-void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache) {
+void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cache, int64_t x_col) {
   constexpr const char* op = "cache_write_position";
   detail::require_on_gpu(op, {{"x", &x}, {"positions", &positions}, {"cache", &cache}});
-  const size_t row_bytes = static_cast<size_t>(x.dim(1)) * dtype_size(x.dtype);
+  const size_t element = dtype_size(x.dtype);
+  const size_t row_bytes = static_cast<size_t>(cache.dim(2)) * element;
+  const size_t x_stride = static_cast<size_t>(x.dim(1)) * element;
+  const void* from = static_cast<const char*>(x.data) + static_cast<size_t>(x_col) * element;
   cudaStream_t stream = current_stream();
-  // Every row start (in x and in the cache) must be whole words of the width chosen.
-  auto fits = [&](size_t word) { return multiple_of(row_bytes, x.data, cache.data, word); };
+  // Every row start (in x and in the cache) and x's row stride must be whole words of the width
+  // chosen.
+  auto fits = [&](size_t word) {
+    return multiple_of(row_bytes, from, cache.data, word) && x_stride % word == 0;
+  };
+  const int64_t rows = x.dim(0);
   if (fits(16))
-    launch_write_position<uint4>(x, positions, cache, row_bytes, stream);
+    launch_write_position<uint4>(from, x_stride, positions, cache, rows, row_bytes, stream);
   else if (fits(4))
-    launch_write_position<uint32_t>(x, positions, cache, row_bytes, stream);
+    launch_write_position<uint32_t>(from, x_stride, positions, cache, rows, row_bytes, stream);
   else
-    launch_write_position<uint16_t>(x, positions, cache, row_bytes, stream);
+    launch_write_position<uint16_t>(from, x_stride, positions, cache, rows, row_bytes, stream);
 }
 
 void gather_blocks(const Tensor& src, const Tensor& index, Tensor& dst, int64_t used_len) {

@@ -335,4 +335,39 @@ TEST_CASE("cached_attention on CUDA: the CPU reference's output at odd shapes an
   CHECK(worst <= tolerance);
   for (int64_t r = queries; r < 2 * queries; ++r)  // block 1 sees no key
     for (int64_t c = 0; c < width; ++c) CHECK(got[r * width + c] == 0.0f);
+
+  // The queries as the first third of a joined [rows, 3 * width] matrix, the keys and values
+  // written into the caches from the other two thirds: the same bits.
+  std::vector<float> joined(rows * 3 * width);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) {
+      joined[r * 3 * width + c] = q[r * width + c];
+      joined[r * 3 * width + width + c] = 0.5f;
+      joined[r * 3 * width + 2 * width + c] = -0.25f;
+    }
+  nmt::Tensor joined_d = device_copy(joined, {rows, 3 * width}, "joined");
+  nmt::Tensor sliced_d = arena.allocate("sliced", dtype, rows * width).view({rows, width});
+  nmt::cached_attention(joined_d, k_d, v_d, lengths_d, sliced_d, heads, 0);
+  std::vector<float> sliced;
+  nmt::copy_to_host_f32(sliced_d, sliced);
+  CHECK(sliced == got);
+  // One row per block, written at position 5 of each block from the joined matrix's k and v parts.
+  if (queries == 1) {
+    std::vector<int32_t> fives(static_cast<size_t>(blocks), 5);
+    nmt::Tensor positions_d = arena.allocate("positions", nmt::DType::i32, blocks).view({blocks});
+    nmt::Tensor fives_h(fives.data(), nmt::DType::i32, nmt::Device::cpu, {blocks});
+    nmt::copy_tensor(fives_h, positions_d);
+    nmt::cache_write_position(joined_d, positions_d, k_d, width);
+    nmt::cache_write_position(joined_d, positions_d, v_d, 2 * width);
+    std::vector<float> keys, values;
+    nmt::copy_to_host_f32(k_d, keys);
+    nmt::copy_to_host_f32(v_d, values);
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t t = 4; t < 7; ++t)
+        for (int64_t c = 0; c < width; ++c) {
+          const int64_t at = (b * length + t) * width + c;
+          CHECK(keys[at] == (t == 5 ? 0.5f : k[at]));
+          CHECK(values[at] == (t == 5 ? -0.25f : v[at]));
+        }
+  }
 }

@@ -106,6 +106,26 @@ TEST_CASE("cache_write_position writes each row at its own position", "[decode][
                  "position -2 at row 2"));
 }
 
+TEST_CASE("cache_write_position takes a column slice of a wider x (a joined q | k | v)",
+          "[decode][ops]") {
+  const int64_t rows = 3, len = 4, width = 5, x_width = 3 * width;
+  std::vector<float> x(rows * x_width), cache(rows * len * width, -1.0f);
+  std::iota(x.begin(), x.end(), 0.0f);
+  std::vector<int32_t> positions{2, 0, 3};
+  nmt::Tensor cache_t = cpu(cache, {rows, len, width});
+  nmt::cache_write_position(cpu(x, {rows, x_width}), cpu(positions, {rows}), cache_t, 2 * width);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < len; ++t)
+      for (int64_t c = 0; c < width; ++c)
+        CHECK(cache[(r * len + t) * width + c] ==
+              (t == positions[r] ? x[r * x_width + 2 * width + c] : -1.0f));
+  CHECK(contains(error_of([&] {
+                   nmt::cache_write_position(cpu(x, {rows, x_width}), cpu(positions, {rows}),
+                                             cache_t, 2 * width + 1);
+                 }),
+                 "columns [11, 16) are outside x"));
+}
+
 TEST_CASE("gather_blocks copies the used part of each chosen block", "[decode][ops]") {
   const int64_t rows = 3, len = 4, width = 2;
   std::vector<float> src(rows * len * width);
@@ -234,6 +254,15 @@ TEST_CASE("cached_attention is attention_forward's output with its lengths, quer
   // Block 1 sees no key: zero rows.
   for (int64_t r = queries; r < 2 * queries; ++r)
     for (int64_t c = 0; c < width; ++c) CHECK(got[r * width + c] == 0.0f);
+
+  // The queries as a column slice of a wider matrix (a joined q | k | v): the same bits.
+  std::vector<float> wide(rows * 3 * width, 9.0f), sliced(rows * width);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) wide[r * 3 * width + width + c] = q[r * width + c];
+  nmt::Tensor sliced_t = cpu(sliced, {rows, width});
+  nmt::cached_attention(cpu(wide, {rows, 3 * width}), cpu(k, {blocks, length, width}),
+                        cpu(v, {blocks, length, width}), lengths_t, sliced_t, heads, width);
+  CHECK(sliced == got);
 
   // A length past the cache counts as the whole cache.
   std::vector<int32_t> long_lengths = {100, 0, 1, 4, 8};
