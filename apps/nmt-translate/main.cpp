@@ -157,6 +157,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  std::string dtype;
+  app.add_option("--dtype", dtype,
+                 "f32, bf16 or f16: the weights and activations while decoding (default: bf16 on "
+                 "cuda, f32 on cpu, the CPU's only one)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.footer(
       "Streaming mode (--interactive, or stdin a terminal) writes each translation as soon as its "
       "line is read.\nExit codes: 0 translated; 1 runtime error (nothing written in batch mode); "
@@ -164,6 +169,10 @@ int main(int argc, char** argv) {
   nmt::add_version_flag(app, "nmt-translate");
   if (std::optional<int> code = nmt::parse_command_line(app, argc, argv)) return *code;
   if (!device.empty()) options.device = device == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
+  if (!dtype.empty())
+    options.dtype = dtype == "bf16"  ? nmt::DType::bf16
+                    : dtype == "f16" ? nmt::DType::f16
+                                     : nmt::DType::f32;
   std::error_code same_error;
   if (!io.input.empty() && !io.output.empty() &&
       (io.input == io.output || std::filesystem::equivalent(io.input, io.output, same_error))) {

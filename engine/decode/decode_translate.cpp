@@ -119,12 +119,23 @@ struct Translator::Loaded {
       *progress << "nmt-translate: checkpoint " << options.checkpoint << " (step "
                 << ckpt.state.step << "), vocabulary " << vocab_file << " (" << vocab->size()
                 << " pieces), " << model->params().total_elements() << " parameters on "
-                << device_name(device) << ", beam " << options.beam.beam << ", alpha "
-                << options.beam.alpha << "\n"
+                << device_name(device) << " in " << dtype_name(shape.compute_dtype) << ", beam "
+                << options.beam.beam << ", alpha " << options.beam.alpha << "\n"
                 << std::flush;
     planned_longest = longest;
   }
 };
+
+DType decode_dtype(std::optional<DType> requested, Device device) {
+  const DType dtype = requested.value_or(device == Device::cuda ? DType::bf16 : DType::f32);
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    throw std::invalid_argument(std::string("--dtype: ") + dtype_name(dtype) +
+                                " is not a float dtype (f32, bf16 or f16)");
+  if (device == Device::cpu && dtype != DType::f32)
+    throw std::invalid_argument(std::string("--dtype ") + dtype_name(dtype) +
+                                ": the CPU decodes in f32 only (use --dtype f32 or --device cuda)");
+  return dtype;
+}
 
 Translator::Translator(const TranslateOptions& options, std::ostream* progress)
     : loaded_(std::make_unique<Loaded>()) {
@@ -141,8 +152,9 @@ Translator::Translator(const TranslateOptions& options, std::ostream* progress)
   l.vocab_file = vocabulary_path(options, l.ckpt);
   check_checkpoint_vocabulary(l.ckpt.state, l.vocab_file);
   l.vocab = load_vocab(l.vocab_file);
-  l.shape = model_shape_from(l.ckpt.config.model, l.vocab->size());
   l.device = options.device.value_or(default_decode_device());
+  l.shape =
+      model_shape_from(l.ckpt.config.model, l.vocab->size(), decode_dtype(options.dtype, l.device));
 }
 
 Translator::~Translator() = default;

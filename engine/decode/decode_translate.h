@@ -22,7 +22,14 @@ struct TranslateOptions {
   BeamOptions beam;
   int64_t step_rows = 4096;      // decoder rows per step: sentences * beam * prefix length
   std::optional<Device> device;  // unset: cuda when a GPU is visible, else cpu
+  // The weights' and activations' dtype while decoding. Unset: bf16 on the GPU (half the memory
+  // traffic of f32, what the model trained in on our GPU configs), f32 on the CPU (its only one).
+  std::optional<DType> dtype;
 };
+
+// The dtype a translation computes in: `requested`, else bf16 on cuda and f32 on cpu. Throws
+// std::invalid_argument naming --dtype for a half dtype on the CPU or an integer dtype.
+DType decode_dtype(std::optional<DType> requested, Device device);
 
 struct TranslateStats {
   int64_t lines = 0;

@@ -191,6 +191,24 @@ TEST_CASE("translate_lines: input, vocabulary and checkpoint errors are named",
   o = options();
   o.beam.beam = 0;
   CHECK(contains(error_of([&] { nmt::translate_lines(o, {"a"}); }), "beam: must be at least 1"));
+
+  o = options();  // the CPU decodes in f32 only
+  o.dtype = nmt::DType::bf16;
+  CHECK(contains(error_of([&] { nmt::translate_lines(o, {"a"}); }),
+                 "--dtype bf16: the CPU decodes in f32 only"));
+}
+
+TEST_CASE("the decoding dtype: bf16 on the GPU, f32 on the CPU, unless asked",
+          "[decode][translate]") {
+  CHECK(nmt::decode_dtype(std::nullopt, nmt::Device::cuda) == nmt::DType::bf16);
+  CHECK(nmt::decode_dtype(std::nullopt, nmt::Device::cpu) == nmt::DType::f32);
+  CHECK(nmt::decode_dtype(nmt::DType::f32, nmt::Device::cuda) == nmt::DType::f32);
+  CHECK(nmt::decode_dtype(nmt::DType::f16, nmt::Device::cuda) == nmt::DType::f16);
+  CHECK(nmt::decode_dtype(nmt::DType::f32, nmt::Device::cpu) == nmt::DType::f32);
+  CHECK(contains(error_of([] { nmt::decode_dtype(nmt::DType::f16, nmt::Device::cpu); }),
+                 "--dtype f16: the CPU decodes in f32 only"));
+  CHECK(contains(error_of([] { nmt::decode_dtype(nmt::DType::i32, nmt::Device::cuda); }),
+                 "not a float dtype"));
 }
 
 namespace {
