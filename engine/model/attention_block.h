@@ -6,8 +6,9 @@
 // Self-attention's q, k and v weights are always laid out as one [3d, d] matrix (ParamStore::join),
 // cross-attention's k and v as one [2d, d]. Where the fused attention kernels run (CUDA bf16/f16;
 // kernels/fused_attention.h), training projects with one GEMM per input through them: one
-// [rows, 3d] output that the fused kernels read column by column (k | v for cross-attention). Backward is one GEMM per input as
-// well, so the three input-gradient paths are summed inside it instead of by separate adds.
+// [rows, 3d] output that the fused kernels read column by column (k | v for cross-attention).
+// Backward is one GEMM per input as well, so the three input-gradient paths are summed inside it
+// instead of by separate adds.
 #pragma once
 
 #include <string>
@@ -51,8 +52,12 @@ class AttentionBlock {
                int64_t q_len, int64_t kv_len, const StepContext& ctx, Tensor& out);
 
   // d_out: [batch*q_len, d_model]. d_xq written (=); d_xkv accumulated (+=). For self-attention
-  // they must alias, and the result (=) is the sum of all three paths.
-  void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws);
+  // they must alias, and the result (=) is the sum of all three paths. output_bias_done: out_proj's
+  // bias gradient already holds d_out's column sums (the sublayer added them while writing d_out).
+  void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws,
+                bool output_bias_done);
+  // out_proj's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.
+  Tensor& output_bias_grad() { return o_b_->grad; }
 
   // Decoding, no dropout, the projections of forward. xkv: [rows, d_model]; k, v: [rows,
   // d_model] written: the keys and values forward computes from xkv (a source's, for its cache).

@@ -1,6 +1,7 @@
 // FeedForwardBlock forward and backward.
 #include "engine/model/feed_forward_block.h"
 
+#include "kernels/bias_grad_tails.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
 
@@ -31,15 +32,19 @@ void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& 
   linear_forward(h, fc2_w_->compute, fc2_b_->compute, out);
 }
 
-void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws) {
+void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
+                                bool output_bias_done) {
   int64_t rows = x_.dim(0);
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
   Tensor dh = ws.f1.view({rows, shape_.ffn_dim});
-  linear_backward(d_out, h, fc2_w_->compute, dh, fc2_w_->grad, fc2_b_->grad);
+  Tensor no_bias;  // a bias gradient added elsewhere: linear_backward skips its column sums
+  linear_backward(d_out, h, fc2_w_->compute, dh, fc2_w_->grad,
+                  output_bias_done ? no_bias : fc2_b_->grad);
   // h holds the relu output after dropout: h > 0 exactly where dropout kept the element and the
-  // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn.
-  relu_dropout_backward(dh, h, dh, p_);
-  linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_w_->grad, fc1_b_->grad);
+  // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn. The
+  // same pass adds fc1's bias gradient (dh's column sums) instead of a second read of dh.
+  relu_dropout_backward_bias(dh, h, dh, p_, fc1_b_->grad);
+  linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_w_->grad, no_bias);
 }
 
 }  // namespace nmt

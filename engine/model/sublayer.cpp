@@ -1,6 +1,7 @@
 // Sublayer forward and backward for both norm placements.
 #include "engine/model/sublayer.h"
 
+#include "kernels/bias_grad_tails.h"
 #include "kernels/elementwise.h"
 #include "kernels/layernorm.h"
 
@@ -42,14 +43,15 @@ Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward&
   return out;
 }
 
-void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
+void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, Tensor& f_bias_grad,
                         const Backward& f_backward) {
   int64_t rows = x_.dim(0), d = shape_.d_model;
   Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});
   Tensor g1 = ws.s1.view({rows, d}), g2 = ws.s2.view({rows, d}), g3 = ws.s3.view({rows, d});
   if (shape_.pre_norm) {
-    if (p_ > 0) dropout_backward(d_out, g1, p_, key_);
-    else copy_tensor(d_out, g1);
+    // d_f = dropout's backward of d_out (a copy when p is 0), and f's output bias gradient (d_f's
+    // column sums) in the same pass.
+    dropout_backward_bias(d_out, g1, p_, key_, f_bias_grad);
     f_backward(g1, g2);  // gradient w.r.t. LN(x)
     // d_x = d_out + the LN's input gradient in one pass (the residual's backward; d_x may be
     // d_out), bit for bit what layernorm_backward then residual_add computed.
@@ -57,8 +59,7 @@ void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
                            bias_->grad);
   } else {
     layernorm_backward(d_out, normed, gain_->compute, mean, rstd, g1, gain_->grad, bias_->grad);
-    if (p_ > 0) dropout_backward(g1, g2, p_, key_);
-    else copy_tensor(g1, g2);
+    dropout_backward_bias(g1, g2, p_, key_, f_bias_grad);  // d_f and f's output bias gradient
     f_backward(g2, g3);
     residual_add(g1, g3, d_x);
   }

@@ -1,5 +1,6 @@
 // CPU reference of the linear layer, as three blocked products (kernels/cpu/gemm.h):
-//   y = x · Wᵀ + b,   dx = dy · W,   dW += dyᵀ · x,   db += column sums of dy.
+//   y = x · Wᵀ + b,   dx = dy · W,   dW += dyᵀ · x,   db += column sums of dy;
+// and those column sums, which the fused backward tails (kernels/bias_grad_tails.h) share.
 #include "kernels/cpu/linear.h"
 
 #include <cstddef>
@@ -32,13 +33,17 @@ void linear_backward(const float* dy, const float* x, const float* w, float* dx,
   // dW[o, i] += sum_r dy[r, o] * x[r, i]: A = dyᵀ, read with swapped strides; each row o of dW is
   // owned by one thread, so no atomics and a fixed summation order.
   gemm_accumulate(out, in, rows, dy, 1, out, x, in, dw, in);
-  if (db) {
-    thread_local std::vector<float> column_sums;  // [out]
-    column_sums.assign(static_cast<size_t>(out), 0.0f);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < out; ++o) column_sums[o] += dy[r * out + o];
-    for (int64_t o = 0; o < out; ++o) db[o] += column_sums[o];
-  }
+  if (db) accumulate_column_sums(dy, rows, out, db);
+}
+
+void accumulate_column_sums(const float* matrix, int64_t rows, int64_t cols, float* out) {
+  // Summed from zero, then added to out: the one order of linear_backward's db and the fused
+  // tails' (kernels/bias_grad_tails.h), so the two agree bit for bit.
+  thread_local std::vector<float> column_sums;  // [cols]
+  column_sums.assign(static_cast<size_t>(cols), 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) column_sums[c] += matrix[r * cols + c];
+  for (int64_t c = 0; c < cols; ++c) out[c] += column_sums[c];
 }
 
 }  // namespace nmt::cpu

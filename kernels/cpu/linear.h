@@ -15,4 +15,8 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, in
 void linear_backward(const float* dy, const float* x, const float* w, float* dx, float* dw,
                      float* db, int64_t rows, int64_t in, int64_t out);
 
+// out[c] += the sum over rows of matrix[r, c], rows added in order in f32 from zero, then added to
+// out: linear_backward's db. matrix: [rows, cols]; out: [cols].
+void accumulate_column_sums(const float* matrix, int64_t rows, int64_t cols, float* out);
+
 }  // namespace nmt::cpu

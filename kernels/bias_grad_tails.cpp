@@ -1,0 +1,61 @@
+// Dispatch of the backward tails with a bias gradient (kernels/bias_grad_tails.h). The CPU runs the
+// two steps they fuse, the element op and then linear_backward's column sums, so its results are
+// the unfused pair's bit for bit.
+#include "kernels/bias_grad_tails.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cuda/bias_grad_tails.h"
+#include "kernels/op_checks.h"
+
+namespace nmt {
+namespace {
+
+void check_dropout_p(const char* op, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    throw std::invalid_argument(std::string(op) + ": dropout probability " + std::to_string(p) +
+                                " is outside [0, 1)");
+}
+
+// The checks both ops share: dy [rows, cols], dx like dy, db [cols], p in [0, 1), db apart from
+// the matrices (it is added to while they are read and written).
+void check_tail(const char* op, const Tensor& dy, const Tensor& dx, const Tensor& db, float p) {
+  detail::require_rank(op, "dy", dy, 2, "[rows, cols]");
+  detail::require_same_shape(op, "dx", dx, "dy", dy);
+  check_shape(op, "db", db, {dy.dim(1)});
+  check_dropout_p(op, p);
+  detail::require_disjoint(op, "db", db, "dy", dy);
+  detail::require_disjoint(op, "db", db, "dx", dx);
+}
+
+}  // namespace
+
+void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db) {
+  constexpr const char* op = "dropout_backward_bias";
+  check_tail(op, dy, dx, db, p);
+  check_same_device(op, {&dy, &dx, &db});
+  if (detail::call_device({&dy, &dx, &db}) == Device::cuda)
+    return cuda::dropout_backward_bias(dy, dx, p, key, db);
+  float* dx_data = detail::cpu_f32(op, "dx", dx);
+  cpu::dropout_apply(detail::cpu_f32(op, "dy", dy), dx_data, dy.numel(), p, key);
+  cpu::accumulate_column_sums(dx_data, dy.dim(0), dy.dim(1), detail::cpu_f32(op, "db", db));
+}
+
+void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p,
+                                Tensor& db) {
+  constexpr const char* op = "relu_dropout_backward_bias";
+  check_tail(op, dy, dx, db, p);
+  detail::require_same_shape(op, "y", y, "dy", dy);
+  check_same_device(op, {&dy, &y, &dx, &db});
+  if (detail::call_device({&dy, &y, &dx, &db}) == Device::cuda)
+    return cuda::relu_dropout_backward_bias(dy, y, dx, p, db);
+  float* dx_data = detail::cpu_f32(op, "dx", dx);
+  cpu::relu_dropout_backward(detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "y", y), dx_data,
+                             dy.numel(), p);
+  cpu::accumulate_column_sums(dx_data, dy.dim(0), dy.dim(1), detail::cpu_f32(op, "db", db));
+}
+
+}  // namespace nmt

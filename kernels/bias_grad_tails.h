@@ -1,0 +1,23 @@
+// Backward tails that also add a bias gradient: the gradient a dropout (or ReLU + dropout) backward
+// writes is the output gradient of the linear layer below it, whose bias gradient is its column
+// sums. These ops write that gradient and add its column sums into the bias gradient in one pass,
+// and the linear_backward that follows skips its db (passes an empty tensor). dx and db equal the
+// unfused pair (the op of elementwise.h, then linear_backward's db from the stored dx) bit for bit
+// on the CPU; on the GPU dx is the unfused op's to the bit and db is summed in the fixed order of
+// the column sums (kernels/cuda/reduce.h), deterministic run to run.
+#pragma once
+
+#include "kernels/philox.h"
+#include "kernels/tensor.h"
+
+namespace nmt {
+
+// dy, dx: [rows, cols]; dx = what dropout_backward(dy, dx, p, key) writes (p == 0: a copy of dy),
+// dx may alias dy. db: [cols] f32, += the column sums of dx as stored (rounded to dx's dtype).
+void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db);
+
+// dy, y, dx: [rows, cols]; dx = what relu_dropout_backward(dy, y, dx, p) writes (y: the forward's
+// output dropout(relu(z))), dx may alias dy. db: [cols] f32, += the column sums of dx as stored.
+void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db);
+
+}  // namespace nmt

@@ -1,0 +1,209 @@
+// The backward tails that also add a bias gradient: dropout_backward and relu_dropout_backward
+// writing dx and adding its column sums into db in one launch. The grid, lanes and ordered
+// reduction are the column sums' (column_sums.cuh): each thread writes its VEC columns of the rows
+// of its part and adds the stored (rounded) values in row order, so db gets exactly what
+// accumulate_column_sums would add after the unfused op, without reading dx back.
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/bias_grad_tails.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/dropout_mask.cuh"
+#include "kernels/cuda/stream.h"
+#include "kernels/op_checks.h"
+
+namespace nmt::cuda {
+namespace {
+
+// A gradient functor: grad(element, dy, y, dx) writes dx for VEC consecutive elements of one row
+// starting at flat index `element`, from dy (and y where kReadsY). Each is the unfused op's
+// arithmetic: one product, rounded to T once.
+
+// dropout_backward with p == 0: a copy (the bits of dy, as the unfused op's memcpy).
+struct CopyGrad {
+  static constexpr bool kReadsY = false;
+  template <typename T, int VEC>
+  __device__ void operator()(int64_t, const Pack<T, VEC>& dy, const Pack<T, VEC>&,
+                             Pack<T, VEC>& dx) const {
+    dx = dy;
+  }
+};
+
+// dropout_backward: dy times the regenerated mask's scale (dropout_kernel's product).
+struct DropoutGrad {
+  static constexpr bool kReadsY = false;
+  float p, keep_scale;
+  RngKey key;
+  template <typename T, int VEC>
+  __device__ void operator()(int64_t element, const Pack<T, VEC>& dy, const Pack<T, VEC>&,
+                             Pack<T, VEC>& dx) const {
+    static_assert(VEC == 1 || VEC % 4 == 0, "a pack holds whole Philox blocks, or one element");
+    float scales[VEC];
+    if constexpr (VEC == 1) {
+      // One element: its lane of its block. A select, not an indexed array, keeps the four
+      // scales in registers.
+      float block[4];
+      dropout_scales(key, element / 4, p, keep_scale, block);
+      const int lane = static_cast<int>(element % 4);
+      scales[0] = lane == 0 ? block[0] : lane == 1 ? block[1] : lane == 2 ? block[2] : block[3];
+    } else {
+      // cols % VEC == 0 and the pack starts at a multiple of VEC: VEC / 4 whole blocks.
+#pragma unroll
+      for (int b = 0; b < VEC / 4; ++b)
+        dropout_scales(key, element / 4 + b, p, keep_scale, &scales[4 * b]);
+    }
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) dx.v[i] = from_float<T>(to_float(dy.v[i]) * scales[i]);
+  }
+};
+
+// relu_dropout_backward: dy / (1 - p) where the forward output y > 0, else 0
+// (ReluDropoutBackwardOp of elementwise.cu).
+struct ReluDropoutGrad {
+  static constexpr bool kReadsY = true;
+  float keep_scale;
+  template <typename T, int VEC>
+  __device__ void operator()(int64_t, const Pack<T, VEC>& dy, const Pack<T, VEC>& y,
+                             Pack<T, VEC>& dx) const {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i)
+      dx.v[i] = from_float<T>(to_float(y.v[i]) > 0.0f ? to_float(dy.v[i]) * keep_scale : 0.0f);
+  }
+};
+
+template <typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> load_pack(const T* at) {
+  return *reinterpret_cast<const Pack<T, VEC>*>(at);
+}
+
+// Writes dx's VEC elements at `element` and adds the stored values to acc.
+template <typename T, int VEC, typename Grad>
+__device__ __forceinline__ void write_and_add(const Grad& grad, int64_t element,
+                                              const Pack<T, VEC>& dy, const Pack<T, VEC>& y, T* dx,
+                                              float (&acc)[VEC]) {
+  Pack<T, VEC> out;
+  grad(element, dy, y, out);
+  *reinterpret_cast<Pack<T, VEC>*>(dx + element) = out;
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) acc[i] += to_float(out.v[i]);
+}
+
+// dy, y, dx: [rows, cols] T, 16-byte aligned with cols % VEC == 0 where VEC > 1; y is read only
+// where Grad::kReadsY; dx may alias dy (each element is read and written by one thread, the read
+// first). partials, counters, db: as column_sums::add_tile_sums. The grid covers tiles
+// first_tile, first_tile + 1, ...
+template <typename T, int VEC, typename Grad>
+__global__ void __launch_bounds__(column_sums::kThreads)
+    bias_grad_tail_kernel(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols,
+                          int64_t rows_per_part, int64_t first_tile, Grad grad,
+                          float* __restrict__ partials, unsigned* __restrict__ counters,
+                          float* __restrict__ db) {
+  using L = column_sums::Layout<VEC>;
+  constexpr int kRowUnroll = column_sums::kRowUnroll;
+  const int64_t tile_col = (first_tile + blockIdx.x) * L::kTileCols;
+  const int64_t col = tile_col + threadIdx.x * VEC;  // the first of this thread's VEC columns
+
+  float acc[VEC] = {};
+  if (col < cols) {  // with VEC > 1, cols % VEC == 0: all VEC columns are in range, or none
+    const int64_t end = min(rows, (blockIdx.y + 1) * rows_per_part);
+    int64_t r = blockIdx.y * rows_per_part + threadIdx.y;
+    // kRowUnroll rows' loads in flight, then each row written and added in row order.
+    for (; r + (kRowUnroll - 1) * L::kLanesY < end; r += kRowUnroll * L::kLanesY) {
+      Pack<T, VEC> g[kRowUnroll], v[kRowUnroll] = {};
+#pragma unroll
+      for (int u = 0; u < kRowUnroll; ++u) {
+        const int64_t at = (r + u * L::kLanesY) * cols + col;
+        g[u] = load_pack<T, VEC>(dy + at);
+        if constexpr (Grad::kReadsY) v[u] = load_pack<T, VEC>(y + at);
+      }
+#pragma unroll
+      for (int u = 0; u < kRowUnroll; ++u)
+        write_and_add<T, VEC>(grad, (r + u * L::kLanesY) * cols + col, g[u], v[u], dx, acc);
+    }
+    for (; r < end; r += L::kLanesY) {
+      const int64_t at = r * cols + col;
+      Pack<T, VEC> v = {};
+      if constexpr (Grad::kReadsY) v = load_pack<T, VEC>(y + at);
+      write_and_add<T, VEC>(grad, at, load_pack<T, VEC>(dy + at), v, dx, acc);
+    }
+  }
+  column_sums::add_tile_sums<VEC>(acc, tile_col, cols, partials, counters, db);
+}
+
+template <typename T, int VEC, typename Grad>
+void launch_tail(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, const Grad& grad,
+                 float* db, cudaStream_t stream) {
+  using L = column_sums::Layout<VEC>;
+  const column_sums::Grid grid = column_sums::plan_grid(rows, cols, L::kTileCols, stream);
+  for (int64_t first = 0; first < grid.tiles; first += grid.tiles_per_launch) {
+    bias_grad_tail_kernel<T, VEC, Grad>
+        <<<grid.launch_grid(first), dim3(L::kLanesX, L::kLanesY), 0, stream>>>(
+            dy, y, dx, rows, cols, grid.rows_per_part, first, grad, grid.partials, grid.counters,
+            db);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+void check_dropout_p(const char* op, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    throw std::invalid_argument(std::string(op) + ": dropout probability " + std::to_string(p) +
+                                " is outside [0, 1)");
+}
+
+// Checks the call (y: nullptr where the op has none) and runs it: the 16-byte path where every
+// matrix is aligned and cols a multiple of the pack width, one element per thread otherwise.
+template <typename Grad>
+void run_tail(const char* op, const Tensor& dy, const Tensor* y, Tensor& dx, float p, Tensor& db,
+              const Grad& grad) {
+  detail::require_rank(op, "dy", dy, 2, "[rows, cols]");
+  detail::require_same_shape(op, "dx", dx, "dy", dy);
+  detail::require_same_dtype(op, "dx", dx, "dy", dy);
+  if (y) {
+    detail::require_same_shape(op, "y", *y, "dy", dy);
+    detail::require_same_dtype(op, "y", *y, "dy", dy);
+  }
+  const int64_t rows = dy.dim(0), cols = dy.dim(1);
+  check_shape(op, "db", db, {cols});
+  detail::require_dtype(op, "db", db, DType::f32);
+  check_dropout_p(op, p);
+  detail::require_on_gpu(op, {{"dy", &dy}, {"dx", &dx}, {"db", &db}});
+  if (y) detail::require_on_gpu(op, {{"y", y}});
+  detail::require_disjoint(op, "db", db, "dx", dx);
+  detail::require_disjoint(op, "db", db, "dy", dy);
+  if (rows == 0 || cols == 0) return;
+  cudaStream_t stream = current_stream();
+  const bool aligned =
+      is_aligned16(dy.data) && is_aligned16(dx.data) && (!y || is_aligned16(y->data));
+  dispatch_float_dtype(dy.dtype, op, "dy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kVec = kPackWidth<T>;
+    const T* dy_data = static_cast<const T*>(dy.data);
+    const T* y_data = y ? static_cast<const T*>(y->data) : nullptr;
+    T* dx_data = static_cast<T*>(dx.data);
+    float* db_data = static_cast<float*>(db.data);
+    if (aligned && cols % kVec == 0)
+      launch_tail<T, kVec>(dy_data, y_data, dx_data, rows, cols, grad, db_data, stream);
+    else
+      launch_tail<T, 1>(dy_data, y_data, dx_data, rows, cols, grad, db_data, stream);
+  });
+}
+
+}  // namespace
+
+void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db) {
+  constexpr const char* op = "dropout_backward_bias";
+  if (p == 0.0f) return run_tail(op, dy, nullptr, dx, p, db, CopyGrad{});
+  // The expression of apply_dropout (elementwise.cu) and of the CPU, so the scales match.
+  const float keep_scale = 1.0f / (1.0f - p);
+  run_tail(op, dy, nullptr, dx, p, db, DropoutGrad{p, keep_scale, key});
+}
+
+void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p,
+                                Tensor& db) {
+  constexpr const char* op = "relu_dropout_backward_bias";
+  run_tail(op, dy, &y, dx, p, db, ReluDropoutGrad{1.0f / (1.0f - p)});
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,18 @@
+// The CUDA backward tails that also add a bias gradient (kernels/bias_grad_tails.h dispatches here
+// with the same signatures), enqueued on the current stream (kernels/cuda/stream.h) without
+// synchronising. One launch each (one per 4096 column tiles): the gradient is written and its
+// column sums taken in the same pass, in the order of accumulate_column_sums (reduce.h), so db gets
+// the bits that accumulate_column_sums of the written dx would give.
+#pragma once
+
+#include "kernels/philox.h"
+#include "kernels/tensor.h"
+
+namespace nmt::cuda {
+
+// dy, dx: [rows, cols] T (f32, bf16 or f16); dx may alias dy. db: [cols] f32 (+=).
+void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db);
+// dy, y, dx: [rows, cols] T; dx may alias dy. db: [cols] f32 (+=).
+void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db);
+
+}  // namespace nmt::cuda

@@ -1,0 +1,168 @@
+// The deterministic column sums' shared pieces (reduce.cu's accumulate_column_sums, and the kernels
+// that sum the columns of what they write, bias_grad_tails.cu): the block layout, the fixed-order
+// reduction of a block's lanes, the last block per tile that adds the row parts in order, and the
+// host-side grid. A kernel that adds each row into its thread's sums in row order, as
+// column_sums_kernel does, and ends with add_tile_sums gets the bits of accumulate_column_sums.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/scratch.h"
+
+namespace nmt::cuda::column_sums {
+
+// grid (column tiles, row parts), block (kLanesX, kLanesY) = kThreads. Thread (x, y) owns VEC
+// adjacent columns of the tile (one 16-byte load per row where VEC > 1) and sums rows y, y +
+// kLanesY, ... of its part in row order; the block adds its kLanesY lanes in a fixed tree and
+// writes one f32 partial row of the tile. The block that finishes a tile last (an atomic counter
+// per tile) adds the parts in a fixed order into out. Which block comes last varies from run to
+// run; what it adds, and in which order, does not.
+constexpr int kThreads = 256;
+// Rows per part at least (4 unrolled loads for each of the vector path's 32 lanes) and parts at
+// most: the partials cost 8 bytes per part and column against 2 per row and column of a bf16
+// input, about 3% here, and the last block's ordered sum stays short.
+constexpr int64_t kMinRowsPerPart = 128;
+constexpr int64_t kMaxParts = 256;
+// Rows whose loads a thread issues before it adds any of them.
+constexpr int kRowUnroll = 4;
+
+template <int VEC>
+struct Layout {
+  // 8 lanes of 16 bytes read 128 contiguous bytes of a row; the scalar path reads 32 elements.
+  static constexpr int kLanesX = VEC == 1 ? 32 : 8;
+  static constexpr int kLanesY = kThreads / kLanesX;
+  static constexpr int kTileCols = kLanesX * VEC;
+  // The lane sums are added in groups of VEC lanes (kGroups groups per column), then the groups.
+  static constexpr int kGroups = kThreads / kTileCols;
+  static_assert(kGroups * VEC == kLanesY, "each group adds VEC consecutive lanes");
+};
+
+// lane_sums: [kLanesY][kTileCols], filled by every thread before the call. Returns, to thread t <
+// kTileCols, the sum over lanes of column t: lanes g * VEC .. g * VEC + VEC - 1 in order for each
+// group g, then the groups in order. Begins and ends with a barrier.
+template <int VEC>
+__device__ float add_lanes(const float* lane_sums, float* group_sums) {
+  using L = Layout<VEC>;
+  const int t = threadIdx.y * L::kLanesX + threadIdx.x;
+  const int col = t % L::kTileCols, group = t / L::kTileCols;
+  __syncthreads();
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sum += lane_sums[(group * VEC + j) * L::kTileCols + col];
+  group_sums[group * L::kTileCols + col] = sum;
+  __syncthreads();
+  float total = 0.0f;
+  if (t < L::kTileCols) {
+#pragma unroll
+    for (int g = 0; g < L::kGroups; ++g) total += group_sums[g * L::kTileCols + col];
+  }
+  __syncthreads();
+  return total;
+}
+
+// Thread (x, y)'s VEC sums into lane_sums [kLanesY][kTileCols] at row y, columns x * VEC...:
+// 16-byte stores where VEC > 1 (fewer instructions and bank conflicts than one float at a time).
+template <int VEC>
+__device__ __forceinline__ void store_lane_sums(float* lane_sums, const float (&sums)[VEC]) {
+  using L = Layout<VEC>;
+  float* at = lane_sums + threadIdx.y * L::kTileCols + threadIdx.x * VEC;
+  if constexpr (VEC == 1) {
+    at[0] = sums[0];
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; i += 4)
+      *reinterpret_cast<float4*>(at + i) =
+          make_float4(sums[i], sums[i + 1], sums[i + 2], sums[i + 3]);
+  }
+}
+
+// Ends a block of the grid above: `sums` are this thread's column sums over its rows of the part
+// (every thread calls, with zeros where it had no columns). Columns [tile_col, tile_col +
+// kTileCols) are the block's tile. partials: [tiles, parts, kTileCols] f32 (tiles = gridDim.x,
+// parts = gridDim.y); counters: [tiles], zero on entry and on exit; out: [cols] f32, += the
+// column sums of the tile once its last part is in.
+template <int VEC>
+__device__ __forceinline__ void add_tile_sums(const float (&sums)[VEC], int64_t tile_col,
+                                              int64_t cols, float* __restrict__ partials,
+                                              unsigned* __restrict__ counters,
+                                              float* __restrict__ out) {
+  using L = Layout<VEC>;
+  __shared__ alignas(16) float lane_sums[L::kLanesY * L::kTileCols];
+  __shared__ float group_sums[L::kGroups * L::kTileCols];
+  __shared__ bool last_block;
+  const int x = threadIdx.x, y = threadIdx.y, t = y * L::kLanesX + x;
+  const unsigned parts = gridDim.y;
+  store_lane_sums<VEC>(lane_sums, sums);
+  float total = add_lanes<VEC>(lane_sums, group_sums);
+
+  if (parts > 1) {
+    float* tile_partials = partials + static_cast<int64_t>(blockIdx.x) * parts * L::kTileCols;
+    if (t < L::kTileCols) tile_partials[blockIdx.y * L::kTileCols + t] = total;
+    // Publish this block's partials before counting it done: the block that sees the count reach
+    // parts must find every part's row written.
+    __threadfence();
+    __syncthreads();
+    if (t == 0) last_block = atomicAdd(&counters[blockIdx.x], 1u) == parts - 1;
+    __syncthreads();
+    if (!last_block) return;
+    // Every other block of the tile has counted itself: reset for the next launch (or graph
+    // replay) on this stream, which starts after this kernel completes.
+    if (t == 0) counters[blockIdx.x] = 0;
+    __threadfence();
+    // Lane y adds parts y, y + kLanesY, ... in order. __ldcg reads L2, where the other blocks'
+    // partials are, never a stale L1 line.
+    float part_sum[VEC] = {};
+    for (unsigned p = y; p < parts; p += L::kLanesY) {
+      const float* at = tile_partials + p * L::kTileCols + x * VEC;
+      if constexpr (VEC == 1) {
+        part_sum[0] += __ldcg(at);
+      } else {
+#pragma unroll
+        for (int i = 0; i < VEC; i += 4) {
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(at + i));
+          part_sum[i] += v.x;
+          part_sum[i + 1] += v.y;
+          part_sum[i + 2] += v.z;
+          part_sum[i + 3] += v.w;
+        }
+      }
+    }
+    store_lane_sums<VEC>(lane_sums, part_sum);
+    total = add_lanes<VEC>(lane_sums, group_sums);
+  }
+  if (t < L::kTileCols && tile_col + t < cols) out[tile_col + t] += total;
+}
+
+// The grid of one call over a [rows, cols] matrix with tiles of tile_cols columns, and the stream
+// memory its kernels use. Parts depend on the shape only, so the sums (and their bits) do not
+// depend on the GPU's size. More tiles than counters (over 4096 tiles) take launches in turn, each
+// covering tiles_per_launch tiles from its first_tile and reusing the counters and the partials
+// after the previous one completed.
+struct Grid {
+  int64_t rows_per_part, parts, tiles, tiles_per_launch;
+  float* partials;     // [tiles_per_launch, parts, tile_cols] f32, the stream's scratch
+  unsigned* counters;  // [tiles_per_launch], the stream's zeroed counters
+
+  dim3 launch_grid(int64_t first_tile) const {
+    return dim3(static_cast<unsigned>(std::min(tiles_per_launch, tiles - first_tile)),
+                static_cast<unsigned>(parts));
+  }
+};
+
+inline Grid plan_grid(int64_t rows, int64_t cols, int tile_cols, cudaStream_t stream) {
+  Grid g;
+  g.rows_per_part = std::max(kMinRowsPerPart, (rows + kMaxParts - 1) / kMaxParts);
+  g.parts = (rows + g.rows_per_part - 1) / g.rows_per_part;
+  g.tiles = (cols + tile_cols - 1) / tile_cols;
+  g.tiles_per_launch = std::min<int64_t>(g.tiles, kZeroedCounters);
+  StreamResources& resources = stream_resources(stream);
+  g.partials = static_cast<float*>(resources.scratch(
+      static_cast<size_t>(g.tiles_per_launch * g.parts * tile_cols) * sizeof(float)));
+  g.counters = resources.zeroed_counters();
+  return g;
+}
+
+}  // namespace nmt::cuda::column_sums
