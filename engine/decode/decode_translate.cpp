@@ -111,7 +111,8 @@ struct Translator::Loaded {
     if (model && longest <= planned_longest) return;
     search.reset();
     model.reset();
-    plan = plan_decoding(options.beam, longest, shape.max_positions, options.step_rows);
+    const int64_t rows = options.step_rows > 0 ? options.step_rows : decode_step_rows(device);
+    plan = plan_decoding(options.beam, longest, shape.max_positions, rows);
     model = std::make_unique<Transformer>(shape, device, plan.max_rows, plan.max_len);
     load_model_weights(options.checkpoint, model->params());
     search = std::make_unique<BeamSearch>(*model, options.beam);
@@ -125,6 +126,10 @@ struct Translator::Loaded {
     planned_longest = longest;
   }
 };
+
+int64_t decode_step_rows(Device device) {
+  return device == Device::cuda ? 16384 : 4096;
+}
 
 DType decode_dtype(std::optional<DType> requested, Device device) {
   const DType dtype = requested.value_or(device == Device::cuda ? DType::bf16 : DType::f32);
@@ -140,9 +145,10 @@ DType decode_dtype(std::optional<DType> requested, Device device) {
 Translator::Translator(const TranslateOptions& options, std::ostream* progress)
     : loaded_(std::make_unique<Loaded>()) {
   validate_beam_options(options.beam);
-  if (options.step_rows < 1)
-    throw std::invalid_argument("step-rows: must be at least 1, got " +
-                                std::to_string(options.step_rows));
+  if (options.step_rows < 0)
+    throw std::invalid_argument(
+        "step-rows: must be at least 1 (or 0 for the device's default), got " +
+        std::to_string(options.step_rows));
   if (options.device == Device::cuda)
     require_cuda_device("--device cuda", "translate on the CPU with --device cpu");
   Loaded& l = *loaded_;

@@ -198,6 +198,15 @@ TEST_CASE("translate_lines: input, vocabulary and checkpoint errors are named",
                  "--dtype bf16: the CPU decodes in f32 only"));
 }
 
+TEST_CASE("the decoding step rows: larger groups on the GPU", "[decode][translate]") {
+  CHECK(nmt::decode_step_rows(nmt::Device::cuda) == 16384);
+  CHECK(nmt::decode_step_rows(nmt::Device::cpu) == 4096);
+  nmt::TranslateOptions o = options();
+  o.step_rows = -1;
+  CHECK(
+      contains(error_of([&] { nmt::translate_lines(o, {"a"}); }), "step-rows: must be at least 1"));
+}
+
 TEST_CASE("the decoding dtype: bf16 on the GPU, f32 on the CPU, unless asked",
           "[decode][translate]") {
   CHECK(nmt::decode_dtype(std::nullopt, nmt::Device::cuda) == nmt::DType::bf16);
