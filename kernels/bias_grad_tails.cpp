@@ -14,19 +14,13 @@
 namespace nmt {
 namespace {
 
-void check_dropout_p(const char* op, float p) {
-  if (!(p >= 0.0f && p < 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability " + std::to_string(p) +
-                                " is outside [0, 1)");
-}
-
 // The checks both ops share: dy [rows, cols], dx like dy, db [cols], p in [0, 1), db apart from
 // the matrices (it is added to while they are read and written).
 void check_tail(const char* op, const Tensor& dy, const Tensor& dx, const Tensor& db, float p) {
   detail::require_rank(op, "dy", dy, 2, "[rows, cols]");
   detail::require_same_shape(op, "dx", dx, "dy", dy);
   check_shape(op, "db", db, {dy.dim(1)});
-  check_dropout_p(op, p);
+  detail::require_dropout_p(op, p);
   detail::require_disjoint(op, "db", db, "dy", dy);
   detail::require_disjoint(op, "db", db, "dx", dx);
 }

@@ -12,16 +12,6 @@
 #include "kernels/op_checks.h"
 
 namespace nmt {
-namespace {
-
-void check_dropout_p(const char* op, float p) {
-  if (!(p >= 0.0f && p < 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability " + std::to_string(p) +
-                                " is outside [0, 1)");
-}
-
-}  // namespace
-
 void relu_forward(const Tensor& x, Tensor& y) {
   constexpr const char* op = "relu_forward";
   detail::require_same_shape(op, "y", y, "x", x);
@@ -93,17 +83,26 @@ namespace {
 
 float host_load(const Tensor& t, int64_t i) {
   switch (t.dtype) {
-    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(t.data)[i]);
-    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(t.data)[i]);
-    default: return static_cast<const float*>(t.data)[i];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const uint16_t*>(t.data)[i]);
+    case DType::f16:
+      return f16_to_float(static_cast<const uint16_t*>(t.data)[i]);
+    default:
+      return static_cast<const float*>(t.data)[i];
   }
 }
 
 void host_store(const Tensor& t, int64_t i, float v) {
   switch (t.dtype) {
-    case DType::bf16: static_cast<uint16_t*>(t.data)[i] = float_to_bf16(v); break;
-    case DType::f16: static_cast<uint16_t*>(t.data)[i] = float_to_f16(v); break;
-    default: static_cast<float*>(t.data)[i] = v; break;
+    case DType::bf16:
+      static_cast<uint16_t*>(t.data)[i] = float_to_bf16(v);
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(t.data)[i] = float_to_f16(v);
+      break;
+    default:
+      static_cast<float*>(t.data)[i] = v;
+      break;
   }
 }
 
@@ -133,7 +132,7 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
   constexpr const char* op = "dropout_forward";
   detail::require_same_shape(op, "y", y, "x", x);
-  check_dropout_p(op, p);
+  detail::require_dropout_p(op, p);
   check_same_device(op, {&x, &y});
   if (detail::call_device({&x, &y}) == Device::cuda) return cuda::dropout_forward(x, y, p, key);
   cpu::dropout_apply(detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "y", y), x.numel(), p, key);
@@ -142,7 +141,7 @@ void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {
   constexpr const char* op = "dropout_backward";
   detail::require_same_shape(op, "dx", dx, "dy", dy);
-  check_dropout_p(op, p);
+  detail::require_dropout_p(op, p);
   check_same_device(op, {&dy, &dx});
   if (detail::call_device({&dy, &dx}) == Device::cuda)
     return cuda::dropout_backward(dy, dx, p, key);
@@ -155,7 +154,7 @@ void dropout_residual_add(const Tensor& a, const Tensor& b, Tensor& y, float p, 
   constexpr const char* op = "dropout_residual_add";
   detail::require_same_shape(op, "b", b, "a", a);
   detail::require_same_shape(op, "y", y, "a", a);
-  check_dropout_p(op, p);
+  detail::require_dropout_p(op, p);
   check_same_device(op, {&a, &b, &y});
   if (detail::call_device({&a, &b, &y}) == Device::cuda)
     return cuda::dropout_residual_add(a, b, y, p, key);
@@ -167,7 +166,7 @@ void relu_dropout_backward(const Tensor& dy, const Tensor& y, Tensor& dx, float 
   constexpr const char* op = "relu_dropout_backward";
   detail::require_same_shape(op, "y", y, "dy", dy);
   detail::require_same_shape(op, "dx", dx, "dy", dy);
-  check_dropout_p(op, p);
+  detail::require_dropout_p(op, p);
   check_same_device(op, {&dy, &y, &dx});
   if (detail::call_device({&dy, &y, &dx}) == Device::cuda)
     return cuda::relu_dropout_backward(dy, y, dx, p);

@@ -68,6 +68,11 @@ void require_same_shape(const char* op, const char* name, const Tensor& t, const
                  like_name + " " + like.shape_string());
 }
 
+void require_dropout_p(const char* op, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    fail(op, "dropout probability " + std::to_string(p) + " is outside [0, 1)");
+}
+
 void require_rank(const char* op, const char* name, const Tensor& t, int rank, const char* layout) {
   if (t.rank != rank)
     fail(op, std::string(name) + " has shape " + t.shape_string() + ", expected rank " +

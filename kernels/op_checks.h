@@ -34,6 +34,9 @@ void require_same_dtype(const char* op, const char* name, const Tensor& t, const
 void require_same_shape(const char* op, const char* name, const Tensor& t, const char* like_name,
                         const Tensor& like);
 
+// Throws std::invalid_argument "<op>: dropout probability <p> is outside [0, 1)".
+void require_dropout_p(const char* op, float p);
+
 // Throws std::invalid_argument "<op>: <name> has shape [..], expected rank <rank> <layout>"
 // (without the layout when it is null).
 void require_rank(const char* op, const char* name, const Tensor& t, int rank,

@@ -146,12 +146,6 @@ void launch_tail(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, con
   }
 }
 
-void check_dropout_p(const char* op, float p) {
-  if (!(p >= 0.0f && p < 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability " + std::to_string(p) +
-                                " is outside [0, 1)");
-}
-
 // Checks the call (y: nullptr where the op has none) and runs it: the 16-byte path where every
 // matrix is aligned and cols a multiple of the pack width, one element per thread otherwise.
 template <typename Grad>
@@ -167,7 +161,7 @@ void run_tail(const char* op, const Tensor& dy, const Tensor* y, Tensor& dx, flo
   const int64_t rows = dy.dim(0), cols = dy.dim(1);
   check_shape(op, "db", db, {cols});
   detail::require_dtype(op, "db", db, DType::f32);
-  check_dropout_p(op, p);
+  detail::require_dropout_p(op, p);
   detail::require_on_gpu(op, {{"dy", &dy}, {"dx", &dx}, {"db", &db}});
   if (y) detail::require_on_gpu(op, {{"y", y}});
   detail::require_disjoint(op, "db", db, "dx", dx);

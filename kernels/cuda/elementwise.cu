@@ -146,15 +146,9 @@ void check_same(const char* op, const char* name, const Tensor& t, const char* l
   detail::require_same_dtype(op, name, t, like_name, like);
 }
 
-void check_dropout_p(const char* op, float p) {
-  if (!(p >= 0.0f && p < 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability " + std::to_string(p) +
-                                " is outside [0, 1)");
-}
-
 void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const RngKey& key) {
   check_same(op, "output", y, "input", x);
-  check_dropout_p(op, p);
+  detail::require_dropout_p(op, p);
   detail::require_on_gpu(op, {{"input", &x}, {"output", &y}});
   const int64_t n = x.numel();
   if (n == 0) return;
@@ -270,7 +264,7 @@ void dropout_residual_add(const Tensor& a, const Tensor& b, Tensor& y, float p, 
   constexpr const char* op = "dropout_residual_add";
   check_same(op, "b", b, "a", a);
   check_same(op, "y", y, "a", a);
-  check_dropout_p(op, p);
+  detail::require_dropout_p(op, p);
   detail::require_on_gpu(op, {{"a", &a}, {"b", &b}, {"y", &y}});
   if (p == 0.0f) return launch_map(op, a, b, y, AddOp{});
   const int64_t n = y.numel();
@@ -300,7 +294,7 @@ void relu_dropout_backward(const Tensor& dy, const Tensor& y, Tensor& dx, float 
   constexpr const char* op = "relu_dropout_backward";
   check_same(op, "y", y, "dy", dy);
   check_same(op, "dx", dx, "dy", dy);
-  check_dropout_p(op, p);
+  detail::require_dropout_p(op, p);
   detail::require_on_gpu(op, {{"dy", &dy}, {"y", &y}, {"dx", &dx}});
   launch_map(op, dy, y, dx, ReluDropoutBackwardOp{1.0f / (1.0f - p)});
 }
