@@ -91,6 +91,9 @@ import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from lr_schedule import learning_rate_at as shared_learning_rate_at  # noqa: E402
+
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # data/special_ids.h
 PAD_MULTIPLE = 8  # engine/train/training_data.cpp kPadMultiple
 MASK64 = (1 << 64) - 1
@@ -203,29 +206,12 @@ def load_config(path, overrides):
 
 
 def learning_rate_at(s, d_model, step, max_steps):
-    """engine/train/lr_schedule.cpp, step 1-based."""
-    step = max(step, 1)
-    warmup = max(s["warmup_steps"], 1)
-    if s["policy"] == "transformer_policy":
-        return s["learning_rate"] / math.sqrt(d_model) * min(step * warmup ** -1.5, step ** -0.5)
-    if s["policy"] == "inverse_sqrt":
-        if step < warmup:
-            return s["warmup_init_lr"] + (s["learning_rate"] - s["warmup_init_lr"]) * step / warmup
-        return s["learning_rate"] * math.sqrt(warmup / step)
-    if s["policy"] == "constant":
-        return s["learning_rate"]
-    if s["policy"] in ("cosine", "linear"):
-        end = s["decay_steps"] or max_steps
-        if end <= s["warmup_steps"]:
-            raise SystemExit(f"lr_schedule: the decay ends at step {end}, not after the warmup")
-        if step < warmup and s["warmup_steps"] > 0:
-            return s["warmup_init_lr"] + (s["learning_rate"] - s["warmup_init_lr"]) * step / warmup
-        t = min(1.0, (step - s["warmup_steps"]) / (end - s["warmup_steps"]))
-        lr, final = s["learning_rate"], s["final_lr"]
-        if s["policy"] == "linear":
-            return lr + (final - lr) * t
-        return final + (lr - final) * 0.5 * (1 + math.cos(math.pi * t))
-    raise SystemExit(f"lr_schedule.policy {s['policy']}: unknown")
+    """engine/train/lr_schedule.cpp, step 1-based (scripts/lr_schedule.py, shared with the run
+    card); a schedule that cannot run ends the program with its message."""
+    try:
+        return shared_learning_rate_at(s, d_model, step, max_steps)
+    except ValueError as e:
+        raise SystemExit(str(e))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ half-width of a 95% confidence interval (Student's t with n - 2 degrees of freed
 import math
 from dataclasses import dataclass, field
 
+from lr_schedule import decay_end, learning_rate_at  # noqa: F401 (the run card's names)
+
 # Two-sided 95% quantiles of Student's t by degrees of freedom (larger df: the normal's 1.96).
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
         9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000}
@@ -335,42 +337,6 @@ def network_verdict(p):
 
 
 # ---- The learning rate ----
-
-def decay_end(schedule, max_steps):
-    """Where cosine and linear reach final_lr: decay_steps, else the run's max_steps."""
-    return schedule.get("decay_steps") or max_steps
-
-
-def learning_rate_at(schedule, d_model, step, max_steps=None):
-    """engine/train/lr_schedule.cpp, step 1-based (max_steps: the run's, for cosine and linear
-    without decay_steps)."""
-    s = float(max(step, 1))
-    warmup = float(max(schedule.get("warmup_steps", 1), 1))
-    lr = schedule["learning_rate"]
-    policy = schedule.get("policy", "constant")
-    if policy == "transformer_policy":
-        return lr / math.sqrt(d_model) * min(s * warmup ** -1.5, 1.0 / math.sqrt(s))
-    if policy == "inverse_sqrt":
-        if s < warmup:
-            init = schedule.get("warmup_init_lr", 0.0)
-            return init + (lr - init) * s / warmup
-        return lr * math.sqrt(warmup / s)
-    if policy in ("cosine", "linear"):
-        end = decay_end(schedule, max_steps)
-        warmup_steps = schedule.get("warmup_steps", 0)
-        if not end or end <= warmup_steps:
-            raise ValueError(f"lr_schedule.policy {policy}: the decay ends at step {end}, "
-                             f"not after the warmup's {warmup_steps}")
-        if s < warmup and warmup_steps > 0:
-            init = schedule.get("warmup_init_lr", 0.0)
-            return init + (lr - init) * s / warmup
-        t = min(1.0, (s - warmup_steps) / (end - warmup_steps))
-        final = schedule.get("final_lr", 0.0)
-        if policy == "linear":
-            return lr + (final - lr) * t
-        return final + (lr - final) * 0.5 * (1 + math.cos(math.pi * t))
-    return lr
-
 
 def describe_schedule(schedule, d_model, max_steps):
     """(sentence, formula, peak_lr, peak_step): the schedule in words, from the config."""
