@@ -40,6 +40,8 @@ void cache_write_position(const Tensor& x, const Tensor& positions, Tensor& cach
     throw std::invalid_argument(std::string(op) + ": columns [" + std::to_string(x_col) + ", " +
                                 std::to_string(x_col + width) + ") are outside x " +
                                 x.shape_string());
+  // Without an offset x is the rows themselves: a wider x is a caller's mistake, not a slice.
+  if (x_col == 0) check_shape(op, "x", x, {rows, width});
   check_shape(op, "positions", positions, {rows});
   check_shape(op, "cache", cache, {rows, cache_len, width});
   detail::require_dtype(op, "positions", positions, DType::i32);
@@ -128,6 +130,7 @@ void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
   if (heads < 1 || width % heads != 0)
     throw std::invalid_argument(std::string(op) + ": heads = " + std::to_string(heads) +
                                 " does not divide the width " + std::to_string(width));
+  if (rows == 0 && blocks == 0) return;  // an empty batch
   if (blocks < 1 || rows % blocks != 0)
     throw std::invalid_argument(std::string(op) + ": " + std::to_string(rows) +
                                 " query rows are not a whole number per block of " +
@@ -142,7 +145,12 @@ void cached_attention(const Tensor& q, const Tensor& keys, const Tensor& values,
   detail::require_dtype(op, "out", out, q.dtype);
   check_same_device(op, {&q, &keys, &values, &lengths, &out});
   if (rows == 0 || width == 0) return;
+  if (q.empty() || keys.empty() || values.empty() || lengths.empty() || out.empty())
+    throw std::invalid_argument(std::string(op) + ": q, keys, values, lengths or out has no data");
   if (detail::call_device({&q, &keys, &values, &lengths, &out}) == Device::cuda) {
+    if (heads > 65535)  // the grid's y dimension
+      throw std::invalid_argument(std::string(op) + ": " + std::to_string(heads) +
+                                  " heads exceed the GPU kernel's 65535");
     if (!cached_attention_fits(width / heads, length))
       throw std::invalid_argument(std::string(op) + ": a cache of " + std::to_string(length) +
                                   " positions of head size " + std::to_string(width / heads) +

@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-len-b", options.beam.max_len_b, "see --max-len-a")->capture_default_str();
   app.add_option("--step-rows,--batch-tokens", options.step_rows,
-                 "decoder rows per step: sentences * beam * prefix length (default: 16384 on "
-                 "cuda, 4096 on cpu)")
+                 "decoder rows per step: sentences * beam * prefix length (default: 16384 on a "
+                 "GPU with 16 GiB free, else 4096)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}));

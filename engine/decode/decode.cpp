@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/decode/incremental_decoder.h"
+#include "engine/decode/step_graphs.h"
 #include "engine/model/host_copy.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/decode_ops.h"
@@ -132,6 +133,16 @@ void validate_beam_options(const BeamOptions& o) {
 
 double length_penalty(int64_t length, double alpha) {
   return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+}
+
+int64_t padded_block_count(int64_t live, int64_t current, int64_t beam, int64_t graph_rows) {
+  // 1, 2, 3, 4, 6, 8, 12, 16, 24, ...: at most a third of a step's rows are padding.
+  int64_t padded = 1;
+  while (padded < live)
+    padded = padded == 1 ? 2 : padded % 3 == 0 ? padded / 3 * 4 : padded / 2 * 3;
+  padded = std::min(padded, current);
+  // Past the rows a graph replays, padding buys no graph and costs compute-bound rows.
+  return padded * beam > graph_rows ? live : padded;
 }
 
 int64_t max_target_tokens(const BeamOptions& o, int64_t source_tokens, const Transformer& model) {
@@ -358,12 +369,8 @@ std::vector<std::vector<Hypothesis>> BeamSearch::search_fitting(const Batch& bat
 }
 
 int64_t BeamSearch::padded_blocks(int64_t live, int64_t current) const {
-  if (!block_padding_) return live;
-  // 1, 2, 3, 4, 6, 8, 12, 16, 24, ...: at most a third of a step's rows are padding.
-  int64_t padded = 1;
-  while (padded < live)
-    padded = padded == 1 ? 2 : padded % 3 == 0 ? padded / 3 * 4 : padded / 2 * 3;
-  return std::min(padded, current);
+  return block_padding_ ? padded_block_count(live, current, options_.beam, StepGraphs::kMaxRows)
+                        : live;
 }
 
 IncrementalDecoder* BeamSearch::incremental_decoder() {

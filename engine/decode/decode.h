@@ -28,6 +28,12 @@ struct BeamOptions {
 // Throws std::invalid_argument naming the option when a value is out of range.
 void validate_beam_options(const BeamOptions& options);
 
+// Block padding's count (BeamSearch::set_block_padding): the blocks (sentences of `beam` rows) a
+// step keeps when `live` of `current` are unsettled: the smallest of 1, 2, 3, 4, 6, 8, 12, 16,
+// 24, ... that holds `live`, at most `current`; just `live` where the padded rows would exceed
+// `graph_rows` (steps that large replay no CUDA graph, so padding would only cost).
+int64_t padded_block_count(int64_t live, int64_t current, int64_t beam, int64_t graph_rows);
+
 // GNMT's length penalty lp(Y) = ((5 + |Y|) / 6)^alpha; |Y| counts the tokens including eos.
 double length_penalty(int64_t length, double alpha);
 
@@ -80,9 +86,11 @@ class BeamSearch {
 
   const BeamOptions& options() const { return options_; }
   // Block padding: a settled sentence's rows stay in the batch until the live sentences fit a
-  // smaller padded count (1, 2, 3, 4, 6, 8, 12, ...), so a step's shape, and the CUDA graph that
-  // replays it, lasts many steps. On by default where the decoder replays graphs; the hypotheses
-  // are the same either way (rows are computed independently).
+  // smaller padded count (padded_block_count), so a step's shape, and the CUDA graph that replays
+  // it, lasts many steps. On when the search is built if its decoder replays graphs (a later
+  // IncrementalDecoder::set_graphs does not change it). Rows are computed independently: the same
+  // hypotheses bit for bit on the CPU; on the GPU a different row count may round differently
+  // (cuBLAS picks kernels by shape), as any change of batch does.
   void set_block_padding(bool on) { block_padding_ = on; }
   bool block_padding() const { return block_padding_; }
   // Rows stepped so far for settled sentences' blocks (the padding's cost), and in all.

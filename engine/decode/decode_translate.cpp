@@ -17,6 +17,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/cuda_device_check.h"
 #include "engine/model/transformer.h"
+#include "kernels/cuda/stream.h"
 
 namespace nmt {
 
@@ -111,7 +112,10 @@ struct Translator::Loaded {
     if (model && longest <= planned_longest) return;
     search.reset();
     model.reset();
-    const int64_t rows = options.step_rows > 0 ? options.step_rows : decode_step_rows(device);
+    const int64_t rows =
+        options.step_rows > 0
+            ? options.step_rows
+            : decode_step_rows(device, device == Device::cuda ? cuda::free_device_memory() : 0);
     plan = plan_decoding(options.beam, longest, shape.max_positions, rows);
     model = std::make_unique<Transformer>(shape, device, plan.max_rows, plan.max_len);
     load_model_weights(options.checkpoint, model->params());
@@ -127,8 +131,9 @@ struct Translator::Loaded {
   }
 };
 
-int64_t decode_step_rows(Device device) {
-  return device == Device::cuda ? 16384 : 4096;
+int64_t decode_step_rows(Device device, size_t free_bytes) {
+  constexpr size_t kRoomyGpu = size_t{16} << 30;
+  return device == Device::cuda && free_bytes >= kRoomyGpu ? 16384 : 4096;
 }
 
 DType decode_dtype(std::optional<DType> requested, Device device) {

@@ -4,6 +4,7 @@
 // loads a checkpoint once for many calls (nmt-translate's streaming mode).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -20,8 +21,8 @@ struct TranslateOptions {
   std::string checkpoint;  // a ckpt-<step> directory
   std::string vocab;       // "" = the vocabulary path recorded in the checkpoint's state.json
   BeamOptions beam;
-  // Decoder rows per step (sentences * beam * prefix length); 0 = decode_step_rows(device): larger
-  // groups on the GPU, where a step's launches, not its rows, set its time.
+  // Decoder rows per step (sentences * beam * prefix length); 0 = decode_step_rows: larger groups
+  // on a roomy GPU, where a step's launches, not its rows, set its time.
   int64_t step_rows = 0;
   std::optional<Device> device;  // unset: cuda when a GPU is visible, else cpu
   // The weights' and activations' dtype while decoding. Unset: bf16 on the GPU (half the memory
@@ -29,9 +30,10 @@ struct TranslateOptions {
   std::optional<DType> dtype;
 };
 
-// The step rows a translation plans for where none are asked: 16384 on cuda (879 Bible dev lines
-// at beam 4 in 1.08 s and 6.6 GB on an H100, against 1.86 s and 2.4 GB at 4096), 4096 on cpu.
-int64_t decode_step_rows(Device device);
+// The step rows a translation plans for where none are asked: 16384 on a GPU with at least 16 GiB
+// free (879 Bible dev lines at beam 4 in 1.08 s and 6.6 GB on an H100, against 1.86 s and 2.4 GB
+// at 4096), else 4096 (the CPU, a smaller GPU, or free_bytes 0: the runtime could not tell).
+int64_t decode_step_rows(Device device, size_t free_bytes);
 
 // The dtype a translation computes in: `requested`, else bf16 on cuda and f32 on cpu. Throws
 // std::invalid_argument naming --dtype for a half dtype on the CPU or an integer dtype.

@@ -129,7 +129,8 @@ void cached_attention(const float* q, int64_t q_stride, const float* keys, const
       for (int64_t p = 0; p < visible; ++p) {
         const float* k_head = k_block + p * width + h * head_dim;
         float dot = 0.0f;
-        for (int64_t d = 0; d < head_dim; ++d) dot += q_head[d] * scale * k_head[d];
+        for (int64_t d = 0; d < head_dim; ++d) dot += q_head[d] * k_head[d];
+        dot *= scale;  // after the dot product, as the general path's GEMM applies its alpha
         scores[p] = dot;
         top = std::max(top, dot);
       }

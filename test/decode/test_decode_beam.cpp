@@ -233,3 +233,19 @@ TEST_CASE("block padding: settled sentences' rows stepped on, the same hypothese
     }
   }
 }
+
+TEST_CASE("block padding's count: 1, 2, 3, 4, 6, 8, 12, ..., none past the graphs' rows",
+          "[decode]") {
+  const int64_t rows = 4096;
+  CHECK(nmt::padded_block_count(1, 9, 1, rows) == 1);
+  CHECK(nmt::padded_block_count(5, 9, 1, rows) == 6);
+  CHECK(nmt::padded_block_count(7, 9, 1, rows) == 8);
+  CHECK(nmt::padded_block_count(9, 9, 1, rows) == 9);  // never more than the batch holds
+  CHECK(nmt::padded_block_count(13, 40, 4, rows) == 16);
+  CHECK(nmt::padded_block_count(17, 40, 4, rows) == 24);
+  CHECK(nmt::padded_block_count(25, 40, 4, rows) == 32);
+  CHECK(nmt::padded_block_count(700, 1000, 1, rows) == 768);
+  CHECK(nmt::padded_block_count(700, 1000, 4, rows) == 768);    // 3072 rows: a graph replays them
+  CHECK(nmt::padded_block_count(900, 1100, 4, rows) == 1024);   // 4096 rows: still a graph
+  CHECK(nmt::padded_block_count(1100, 1200, 4, rows) == 1100);  // 1200 * 4 > 4096: compact
+}

@@ -124,6 +124,12 @@ TEST_CASE("cache_write_position takes a column slice of a wider x (a joined q | 
                                              cache_t, 2 * width + 1);
                  }),
                  "columns [11, 16) are outside x"));
+  // Without an offset, x must be the rows themselves: a wider x is a mistake.
+  CHECK(contains(
+      error_of([&] {
+        nmt::cache_write_position(cpu(x, {rows, x_width}), cpu(positions, {rows}), cache_t);
+      }),
+      "x has shape"));
 }
 
 TEST_CASE("gather_blocks copies the used part of each chosen block", "[decode][ops]") {
@@ -263,6 +269,13 @@ TEST_CASE("cached_attention is attention_forward's output with its lengths, quer
   nmt::cached_attention(cpu(wide, {rows, 3 * width}), cpu(k, {blocks, length, width}),
                         cpu(v, {blocks, length, width}), lengths_t, sliced_t, heads, width);
   CHECK(sliced == got);
+
+  // An empty batch does nothing.
+  std::vector<float> none;
+  nmt::Tensor empty_q = cpu(none, {0, width}), empty_out = cpu(none, {0, width});
+  std::vector<int32_t> no_lengths;
+  nmt::cached_attention(empty_q, cpu(none, {0, length, width}), cpu(none, {0, length, width}),
+                        cpu(no_lengths, {0}), empty_out, heads);
 
   // A length past the cache counts as the whole cache.
   std::vector<int32_t> long_lengths = {100, 0, 1, 4, 8};

@@ -198,9 +198,13 @@ TEST_CASE("translate_lines: input, vocabulary and checkpoint errors are named",
                  "--dtype bf16: the CPU decodes in f32 only"));
 }
 
-TEST_CASE("the decoding step rows: larger groups on the GPU", "[decode][translate]") {
-  CHECK(nmt::decode_step_rows(nmt::Device::cuda) == 16384);
-  CHECK(nmt::decode_step_rows(nmt::Device::cpu) == 4096);
+TEST_CASE("the decoding step rows: larger groups on a roomy GPU", "[decode][translate]") {
+  const size_t gib = size_t{1} << 30;
+  CHECK(nmt::decode_step_rows(nmt::Device::cuda, 70 * gib) == 16384);
+  CHECK(nmt::decode_step_rows(nmt::Device::cuda, 16 * gib) == 16384);
+  CHECK(nmt::decode_step_rows(nmt::Device::cuda, 16 * gib - 1) == 4096);  // a smaller card
+  CHECK(nmt::decode_step_rows(nmt::Device::cuda, 0) == 4096);  // the runtime could not tell
+  CHECK(nmt::decode_step_rows(nmt::Device::cpu, 70 * gib) == 4096);
   nmt::TranslateOptions o = options();
   o.step_rows = -1;
   CHECK(
