@@ -13,28 +13,10 @@
 namespace nmt::bench {
 namespace {
 
-// GPU memory for one tensor, zeroed, freed at scope exit.
-class OwnedTensor {
- public:
-  OwnedTensor(std::initializer_list<int64_t> dims, DType dtype) {
-    view = Tensor(nullptr, dtype, Device::cuda, dims);
-    CUDA_CHECK(cudaMalloc(&view.data, view.bytes()));
-    CUDA_CHECK(cudaMemset(view.data, 0, view.bytes()));
-  }
-  ~OwnedTensor() { cudaFree(view.data); }
-  OwnedTensor(const OwnedTensor&) = delete;
-  OwnedTensor& operator=(const OwnedTensor&) = delete;
-  Tensor view;
-};
-
-double gb_per_s(double bytes, double ms) {
-  return bytes / (ms * 1e-3) / 1e9;
-}
-
 // The sublayer's tail: dropout's backward of the output gradient, and the output projection's
 // bias gradient from it.
 void bench_dropout_tail(KernelTimer& timer, ReportRow report, int64_t rows, int64_t cols, float p) {
-  OwnedTensor dy({rows, cols}, DType::bf16), dx({rows, cols}, DType::bf16), db({cols}, DType::f32);
+  DeviceTensor dy({rows, cols}, DType::bf16), dx({rows, cols}, DType::bf16), db({cols}, DType::f32);
   fill_uniform(dy.view, -1, 1, 51);
   const RngKey key{5, 6, 7};
   const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
@@ -53,7 +35,7 @@ void bench_dropout_tail(KernelTimer& timer, ReportRow report, int64_t rows, int6
 // The feed-forward block's tail: ReLU + dropout backward of fc1's output gradient, and fc1's bias
 // gradient from it.
 void bench_relu_dropout_tail(KernelTimer& timer, ReportRow report, int64_t rows, int64_t cols) {
-  OwnedTensor dy({rows, cols}, DType::bf16), y({rows, cols}, DType::bf16),
+  DeviceTensor dy({rows, cols}, DType::bf16), y({rows, cols}, DType::bf16),
       dx({rows, cols}, DType::bf16), db({cols}, DType::f32);
   fill_uniform(dy.view, -1, 1, 52);
   fill_uniform(y.view, -1, 1, 53);

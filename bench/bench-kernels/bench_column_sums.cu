@@ -68,22 +68,6 @@ void old_column_sums(const Tensor& matrix, float* partials, float* out) {
   CUDA_CHECK_LAUNCH();
 }
 
-// `count` floats of device memory, zeroed, freed at scope exit.
-class DeviceFloats {
- public:
-  explicit DeviceFloats(int64_t count) {
-    CUDA_CHECK(cudaMalloc(&data_, static_cast<size_t>(count) * sizeof(float)));
-    CUDA_CHECK(cudaMemset(data_, 0, static_cast<size_t>(count) * sizeof(float)));
-  }
-  ~DeviceFloats() { cudaFree(data_); }
-  DeviceFloats(const DeviceFloats&) = delete;
-  DeviceFloats& operator=(const DeviceFloats&) = delete;
-  float* get() const { return data_; }
-
- private:
-  float* data_ = nullptr;
-};
-
 std::vector<float> to_host(const float* device, int64_t count) {
   std::vector<float> host(static_cast<size_t>(count));
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -92,26 +76,29 @@ std::vector<float> to_host(const float* device, int64_t count) {
 }
 
 void bench_shape(KernelTimer& timer, ReportRow report, int64_t rows, int64_t cols) {
-  DeviceFloats matrix_memory((rows * cols + 1) / 2), old_out(cols), new_out(cols),
-      partials(std::min(kOldMaxParts, (rows + kOldRowsPerPart - 1) / kOldRowsPerPart) * cols);
-  const Tensor matrix(matrix_memory.get(), DType::bf16, Device::cuda, {rows, cols});
+  const int64_t parts = std::min(kOldMaxParts, (rows + kOldRowsPerPart - 1) / kOldRowsPerPart);
+  DeviceTensor matrix_memory({rows, cols}, DType::bf16), old_out_memory({cols}, DType::f32),
+      new_out_memory({cols}, DType::f32), partials_memory({parts * cols}, DType::f32);
+  const Tensor& matrix = matrix_memory.view;
+  auto* old_out = static_cast<float*>(old_out_memory.view.data);
+  auto* new_out = static_cast<float*>(new_out_memory.view.data);
+  auto* partials = static_cast<float*>(partials_memory.view.data);
   fill_uniform(matrix, -1, 1, 41);
   const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
   // Read once, plus out read and written.
   const double bytes = static_cast<double>(rows * cols) * 2 + static_cast<double>(cols) * 8;
   // One call each from zero: the two orders differ, so the sums agree to rounding, not in bits.
-  old_column_sums(matrix, partials.get(), old_out.get());
-  cuda::accumulate_column_sums(matrix, new_out.get(), cuda::current_stream());
-  const std::vector<float> old_sums = to_host(old_out.get(), cols),
-                           new_sums = to_host(new_out.get(), cols);
+  old_column_sums(matrix, partials, old_out);
+  cuda::accumulate_column_sums(matrix, new_out, cuda::current_stream());
+  const std::vector<float> old_sums = to_host(old_out, cols), new_sums = to_host(new_out, cols);
   double largest = 0;
   for (int64_t c = 0; c < cols; ++c)
     largest = std::max(largest, std::fabs(static_cast<double>(old_sums[c]) - new_sums[c]));
-  double ms = timer.median_ms([&] { old_column_sums(matrix, partials.get(), old_out.get()); });
-  report("column_sums bf16 (old)", shape, ms, bytes / (ms * 1e-3) / 1e9, "GB/s");
+  double ms = timer.median_ms([&] { old_column_sums(matrix, partials, old_out); });
+  report("column_sums bf16 (old)", shape, ms, gb_per_s(bytes, ms), "GB/s");
   ms = timer.median_ms(
-      [&] { cuda::accumulate_column_sums(matrix, new_out.get(), cuda::current_stream()); });
-  report("column_sums bf16", shape, ms, bytes / (ms * 1e-3) / 1e9, "GB/s");
+      [&] { cuda::accumulate_column_sums(matrix, new_out, cuda::current_stream()); });
+  report("column_sums bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
   std::printf("  largest |engine - old| over the %lld column sums of one call: %.3g\n",
               static_cast<long long>(cols), largest);
 }

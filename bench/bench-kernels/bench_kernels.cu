@@ -25,19 +25,6 @@
 namespace nmt::bench {
 namespace {
 
-// GPU memory for one benchmark tensor, freed at scope exit.
-class DeviceTensor {
- public:
-  DeviceTensor(std::initializer_list<int64_t> dims, DType dtype) {
-    view = Tensor(nullptr, dtype, Device::cuda, dims);
-    CUDA_CHECK(cudaMalloc(&view.data, view.bytes()));
-  }
-  ~DeviceTensor() { cudaFree(view.data); }
-  DeviceTensor(const DeviceTensor&) = delete;
-  DeviceTensor& operator=(const DeviceTensor&) = delete;
-  Tensor view;
-};
-
 struct Result {
   std::string op, shape;
   double ms;
@@ -54,9 +41,6 @@ void report(const std::string& op, const std::string& shape, double ms, double r
   std::fflush(stdout);
 }
 
-double gb_per_s(double bytes, double ms) {
-  return bytes / (ms * 1e-3) / 1e9;
-}
 double tflop_per_s(double flops, double ms) {
   return flops / (ms * 1e-3) / 1e12;
 }

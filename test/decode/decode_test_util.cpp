@@ -35,6 +35,13 @@ RunConfig reverse_config() {
   return c;
 }
 
+const SyntheticReverse& reverse_data() {
+  static const RunConfig cfg = reverse_config();
+  static const SyntheticReverse data(cfg.data, static_cast<uint64_t>(cfg.train.seed),
+                                     cfg.train.batch_tokens, 0);
+  return data;
+}
+
 const std::string& trained_reverse_checkpoint() {
   static ScratchDir dir("nmt-decode-test");
   static const std::string path = [] {

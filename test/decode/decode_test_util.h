@@ -6,12 +6,16 @@
 #include <vector>
 
 #include "engine/config/config.h"
+#include "engine/train/synthetic_reverse.h"
 #include "test/support/lib/scratch_dir.h"
 
 namespace nmt::test {
 
 // A one-layer model on the synthetic reversal task, CPU, fp32.
 RunConfig reverse_config();
+
+// reverse_config()'s task (its training pairs and held-out sources), built on first use.
+const SyntheticReverse& reverse_data();
 
 // The checkpoint of reverse_config()'s model after `kReverseTrainSteps` steps, trained on the first
 // call and shared by every later one (the directory lives until the process ends).

@@ -25,11 +25,7 @@ const nmt::RunConfig& config() {
   return cfg;
 }
 
-const nmt::SyntheticReverse& reverse_data() {
-  static const nmt::SyntheticReverse data(config().data, static_cast<uint64_t>(config().train.seed),
-                                          config().train.batch_tokens, 0);
-  return data;
-}
+using nmt::test::reverse_data;
 
 // A model with the reverse task's shape and the given plan: trained weights from the shared
 // checkpoint, or a fresh initialisation.

@@ -26,12 +26,7 @@
 
 namespace {
 
-const nmt::SyntheticReverse& reverse_data() {
-  static const nmt::RunConfig cfg = nmt::test::reverse_config();
-  static const nmt::SyntheticReverse data(cfg.data, static_cast<uint64_t>(cfg.train.seed),
-                                          cfg.train.batch_tokens, 0);
-  return data;
-}
+using nmt::test::reverse_data;
 
 std::unique_ptr<nmt::Transformer> trained_model(nmt::Device device) {
   nmt::RunConfig cfg = nmt::test::reverse_config();

@@ -213,12 +213,7 @@ TEST_CASE(
 
 namespace {
 
-const nmt::SyntheticReverse& reverse_data() {
-  static const nmt::RunConfig cfg = nmt::test::reverse_config();
-  static const nmt::SyntheticReverse data(cfg.data, static_cast<uint64_t>(cfg.train.seed),
-                                          cfg.train.batch_tokens, 0);
-  return data;
-}
+using nmt::test::reverse_data;
 
 // The searches of every source alone (batch 1), then of all of them at once.
 std::vector<std::vector<nmt::Hypothesis>> search_all(nmt::Transformer& model, int64_t beam,

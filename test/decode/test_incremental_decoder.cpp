@@ -19,12 +19,7 @@ namespace {
 using nmt::test::contains;
 using nmt::test::error_of;
 
-const nmt::SyntheticReverse& reverse_data() {
-  static const nmt::RunConfig cfg = nmt::test::reverse_config();
-  static const nmt::SyntheticReverse data(cfg.data, static_cast<uint64_t>(cfg.train.seed),
-                                          cfg.train.batch_tokens, 0);
-  return data;
-}
+using nmt::test::reverse_data;
 
 std::unique_ptr<nmt::Transformer> reverse_model(bool trained) {
   nmt::RunConfig cfg = nmt::test::reverse_config();

@@ -1,4 +1,5 @@
-// Helpers for the kernel tests: CPU tensor views over std::vectors and exception-message checks.
+// Helpers for the kernel tests: CPU tensor views over std::vectors, exception-message checks, and
+// dropout(relu(z)) through the separate forward ops (the y the fused backward tails read).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/elementwise.h"
+#include "kernels/philox.h"
 #include "kernels/tensor.h"
 
 namespace nmt::test {
@@ -37,6 +40,15 @@ std::string invalid_argument_message(Call&& call) {
     return e.what();
   }
   return "";
+}
+
+// dropout(relu(z)) forward through the separate ops, on the CPU.
+inline std::vector<float> relu_then_dropout(std::vector<float> z, float p, const RngKey& key) {
+  const auto n = static_cast<int64_t>(z.size());
+  Tensor z_view = view(z, {n});
+  relu_forward(z_view, z_view);
+  dropout_forward(z_view, z_view, p, key);
+  return z;
 }
 
 }  // namespace nmt::test

@@ -37,15 +37,6 @@ std::vector<float> linear_bias_grad(const std::vector<float>& dy, Shape s,
   return db;
 }
 
-// dropout(relu(z)) through the separate forward ops: the y that relu_dropout_backward reads.
-std::vector<float> relu_then_dropout(std::vector<float> z, float p, const RngKey& key) {
-  const auto n = static_cast<int64_t>(z.size());
-  Tensor z_view = view(z, {n});
-  relu_forward(z_view, z_view);
-  dropout_forward(z_view, z_view, p, key);
-  return z;
-}
-
 bool message_has(const std::string& message, const char* what) {
   return message.find(what) != std::string::npos;
 }

@@ -36,15 +36,6 @@ std::vector<float> fused_tail(const std::vector<float>& a, const std::vector<flo
   return y;
 }
 
-// dropout(relu(z)) forward through the separate ops.
-std::vector<float> relu_then_dropout(std::vector<float> z, float p, const RngKey& key) {
-  const auto n = static_cast<int64_t>(z.size());
-  Tensor z_view = view(z, {n});
-  relu_forward(z_view, z_view);
-  dropout_forward(z_view, z_view, p, key);
-  return z;
-}
-
 }  // namespace
 
 TEST_CASE("dropout_residual_add equals dropout_forward then residual_add bit for bit",
