@@ -152,15 +152,13 @@ void AttentionBlock::append_and_attend(const Tensor& xq, const Tensor& positions
   attend_cached(xq, kv, out);
 }
 
-void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws,
-                              bool output_bias_done) {
+void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws) {
   int64_t d = shape_.d_model;
   int64_t q_rows = att_.batch * att_.q_len, kv_rows = att_.batch * att_.kv_len;
   Tensor c = ctx_.view({q_rows, d});
   Tensor d_ctx = ws.a1.view({q_rows, d});
   Tensor no_bias;  // a bias gradient added elsewhere: linear_backward skips its column sums
-  linear_backward(d_out, c, o_w_->compute, d_ctx, o_w_->grad,
-                  output_bias_done ? no_bias : o_b_->grad);
+  linear_backward(d_out, c, o_w_->compute, d_ctx, o_w_->grad, no_bias);
 
   AttentionOperands in = projections(proj_, q_rows, kv_rows, fused_);
   AttentionOperands grads = projections(ws.a_proj, q_rows, kv_rows, fused_);

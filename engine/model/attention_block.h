@@ -52,10 +52,10 @@ class AttentionBlock {
                int64_t q_len, int64_t kv_len, const StepContext& ctx, Tensor& out);
 
   // d_out: [batch*q_len, d_model]. d_xq written (=); d_xkv accumulated (+=). For self-attention
-  // they must alias, and the result (=) is the sum of all three paths. output_bias_done: out_proj's
-  // bias gradient already holds d_out's column sums (the sublayer added them while writing d_out).
-  void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws,
-                bool output_bias_done);
+  // they must alias, and the result (=) is the sum of all three paths. out_proj's bias gradient
+  // is not added here: the sublayer adds d_out's column sums into output_bias_grad() while
+  // writing d_out.
+  void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws);
   // out_proj's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.
   Tensor& output_bias_grad() { return o_b_->grad; }
 

@@ -32,14 +32,12 @@ void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& 
   linear_forward(h, fc2_w_->compute, fc2_b_->compute, out);
 }
 
-void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
-                                bool output_bias_done) {
+void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws) {
   int64_t rows = x_.dim(0);
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
   Tensor dh = ws.f1.view({rows, shape_.ffn_dim});
   Tensor no_bias;  // a bias gradient added elsewhere: linear_backward skips its column sums
-  linear_backward(d_out, h, fc2_w_->compute, dh, fc2_w_->grad,
-                  output_bias_done ? no_bias : fc2_b_->grad);
+  linear_backward(d_out, h, fc2_w_->compute, dh, fc2_w_->grad, no_bias);
   // h holds the relu output after dropout: h > 0 exactly where dropout kept the element and the
   // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn. The
   // same pass adds fc1's bias gradient (dh's column sums) instead of a second read of dh.

@@ -19,9 +19,9 @@ class FeedForwardBlock {
 
   // x: [rows, d_model], kept alive until backward; out: [rows, d_model] written.
   void forward(const Tensor& x, const StepContext& ctx, Tensor& out);
-  // d_out: [rows, d_model]; d_x: [rows, d_model] written (=). output_bias_done: fc2's bias
-  // gradient already holds d_out's column sums (the sublayer added them while writing d_out).
-  void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, bool output_bias_done);
+  // d_out: [rows, d_model]; d_x: [rows, d_model] written (=). fc2's bias gradient is not added
+  // here: the sublayer adds d_out's column sums into output_bias_grad() while writing d_out.
+  void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws);
   // fc2's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.
   Tensor& output_bias_grad() { return fc2_b_->grad; }
 

@@ -29,7 +29,7 @@ class Sublayer {
   // d_out: [rows, d_model]; d_x: [rows, d_model] written (=), may alias d_out. f_bias_grad:
   // [d_model] f32, the gradient of f's output bias (its last linear layer's), += the column sums
   // of the d_f handed to f_backward, added in the pass that writes d_f; f_backward must therefore
-  // not add them again (AttentionBlock / FeedForwardBlock::backward with output_bias_done).
+  // not add them again (AttentionBlock / FeedForwardBlock::backward do not).
   void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, Tensor& f_bias_grad,
                 const Backward& f_backward);
 
