@@ -12,6 +12,7 @@
 #include "engine/decode/incremental_decoder.h"
 #include "engine/decode/step_graphs.h"
 #include "engine/model/host_copy.h"
+#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/decode_ops.h"
 #include "kernels/elementwise.h"
@@ -391,7 +392,10 @@ void BeamSearch::read_candidates(const Tensor& logits) {  // logits: [rows, voca
     Tensor device_top(base + rows * k, DType::f32, Device::cuda, {rows, k});
     Tensor device_stats(base + 2 * rows * k, DType::f32, Device::cuda, {rows, 2});
     logits_top_k(logits, kEosId, device_ids, device_top, device_stats);
-    auto* host = static_cast<int32_t*>(candidates_pinned_.reserve(words * sizeof(int32_t)));
+    // Into the stream's pinned result slot: one DMA, no staging copy.
+    auto* host =
+        static_cast<int32_t*>(cuda::stream_resources(cuda::current_stream())
+                                  .host_result(static_cast<size_t>(words) * sizeof(int32_t)));
     Tensor all_host(host, DType::i32, Device::cpu, {words});
     copy_tensor(candidates_.view({words}), all_host);
     candidate_ids_host_ = host;

@@ -12,7 +12,6 @@
 #include "engine/decode/step_decoder.h"
 #include "engine/model/arena.h"
 #include "engine/model/transformer.h"
-#include "kernels/cuda/stream.h"
 
 namespace nmt {
 
@@ -131,7 +130,6 @@ class BeamSearch {
   int64_t padding_rows_ = 0, stepped_rows_ = 0;
   Arena candidates_arena_;  // on the GPU: logits_top_k's outputs for max_rows rows
   Buffer candidates_;       // [max_rows * (2k + 2)] words: the ids (i32), then the values (f32)
-  cuda::PinnedHost candidates_pinned_;  // their host copy
   std::vector<int32_t> host_ids_;
   std::vector<float> host_values_, host_logits_;
   const int32_t* candidate_ids_host_ = nullptr;   // [rows, k]

@@ -36,7 +36,8 @@ class StreamResources {
   // keeps them graph-safe: after the first use (an uncaptured step) a call neither allocates nor
   // clears, the address never changes, and a captured kernel and each replay find them zero.
   unsigned* zeroed_counters();
-  // Pinned host memory of at least `bytes` (a few hundred at most), for results of an op.
+  // Pinned host memory of at least `bytes`, for results of an op (a reduction's few bytes, beam
+  // search's candidates of a step), valid until the next call on this stream's resources.
   void* host_result(size_t bytes);
   // Where the scratch lies now (nullptr before first use). A CUDA graph captured with one address
   // must not be launched once the scratch has grown elsewhere.

@@ -92,18 +92,4 @@ size_t free_device_memory() {
   return free_bytes;
 }
 
-PinnedHost::~PinnedHost() {
-  if (data_ != nullptr) cudaFreeHost(data_);  // a destructor does not throw
-}
-
-void* PinnedHost::reserve(size_t bytes) {
-  if (bytes <= bytes_ && data_ != nullptr) return data_;
-  if (data_ != nullptr) CUDA_CHECK(cudaFreeHost(data_));
-  data_ = nullptr;
-  bytes_ = 0;
-  CUDA_CHECK(cudaMallocHost(&data_, bytes));
-  bytes_ = bytes;
-  return data_;
-}
-
 }  // namespace nmt::cuda

@@ -72,22 +72,4 @@ class StreamHandoff {
   cudaStream_t caller_;
 };
 
-// Page-locked host memory (cudaMallocHost): a device-to-host copy into it is one DMA, without the
-// staging copy pageable memory takes, which matters for the small per-step reads of decoding.
-// Grows on request (the contents are not kept); freed with the object.
-class PinnedHost {
- public:
-  PinnedHost() = default;
-  ~PinnedHost();
-  PinnedHost(const PinnedHost&) = delete;
-  PinnedHost& operator=(const PinnedHost&) = delete;
-
-  // At least `bytes` of pinned memory, valid until the next call that grows it.
-  void* reserve(size_t bytes);
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
 }  // namespace nmt::cuda
