@@ -35,7 +35,7 @@ void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tens
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
-                     Tensor& db) {
+                     Tensor& db, DxWrite dx_write) {
   constexpr const char* op = "linear_backward";
   detail::require_rank(op, "x", x, 2, "[rows, in]");
   detail::require_rank(op, "w", w, 2, "[out, in]");
@@ -47,11 +47,12 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
   if (!db.empty()) check_shape(op, "db", db, {out});
   check_same_device(op, {&dy, &x, &w, &dx, &dw, &db});
   if (detail::call_device({&dy, &x, &w, &dx, &dw, &db}) == Device::cuda)
-    return cuda::linear_backward(dy, x, w, dx, dw, db);
+    return cuda::linear_backward(dy, x, w, dx, dw, db, dx_write == DxWrite::add);
   cpu::linear_backward(
       detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "w", w),
       dx.empty() ? nullptr : detail::cpu_f32(op, "dx", dx), detail::cpu_f32(op, "dw", dw),
-      db.empty() ? nullptr : detail::cpu_f32(op, "db", db), rows, in, out);
+      db.empty() ? nullptr : detail::cpu_f32(op, "db", db), rows, in, out,
+      dx_write == DxWrite::add);
 }
 
 }  // namespace nmt

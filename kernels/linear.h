@@ -12,9 +12,14 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 // pass over y). Its backward is relu_backward (kernels/elementwise.h) on y, then linear_backward.
 void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 
-// dy: [rows, out]. dx: [rows, in] written (=), or empty to skip. dw: [out, in] and db: [out]
-// accumulated (+=); db may be empty.
+// How linear_backward stores dx: written (=), or added (+=) to what dx holds. Adding lets a
+// residual's gradient, already in dx, take the product's sum without a separate add pass (on the
+// GPU it is the product's own beta = 1: one rounding to dx's dtype instead of two).
+enum class DxWrite { assign, add };
+
+// dy: [rows, out]. dx: [rows, in] written or added (dx_write), or empty to skip. dw: [out, in]
+// and db: [out] accumulated (+=); db may be empty. dx must not alias dy, x or w.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
-                     Tensor& db);
+                     Tensor& db, DxWrite dx_write = DxWrite::assign);
 
 }  // namespace nmt

@@ -152,7 +152,8 @@ void AttentionBlock::append_and_attend(const Tensor& xq, const Tensor& positions
   attend_cached(xq, kv, out);
 }
 
-void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws) {
+void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws,
+                              DxWrite d_xq_write) {
   int64_t d = shape_.d_model;
   int64_t q_rows = att_.batch * att_.q_len, kv_rows = att_.batch * att_.kv_len;
   Tensor c = ctx_.view({q_rows, d});
@@ -170,31 +171,27 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
     attention_backward(d_ctx, in.q, in.k, in.v, probs, kv_lengths_, grads.q, grads.k, grads.v, att_,
                        p_, key_);
   }
-  project_backward(grads, d_xq, d_xkv, ws);
+  project_backward(grads, d_xq, d_xkv, d_xq_write);
 }
 
 void AttentionBlock::project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv,
-                                      Workspace& ws) {
-  const int64_t d = shape_.d_model, kv_rows = att_.batch * att_.kv_len;
+                                      DxWrite d_xq_write) {
   if (self_attention() && d_xq.data != d_xkv.data)
     throw std::logic_error("self-attention backward: d_xq and d_xkv must be one tensor");
   Tensor in_dw = in_w_->grad, in_db = in_b_->grad;
   if (fused_ && self_attention()) {  // one GEMM sums the q, k and v paths
-    linear_backward(grads.q, xq_, in_w_->compute, d_xq, in_dw, in_db);
+    linear_backward(grads.q, xq_, in_w_->compute, d_xq, in_dw, in_db, d_xq_write);
     return;
   }
-  // d_xq first (=), then the key and value paths (+=): correct also when d_xq aliases d_xkv.
-  linear_backward(grads.q, xq_, q_w_->compute, d_xq, q_w_->grad, q_b_->grad);
-  Tensor tmp = ws.a1.view({kv_rows, d});  // d_ctx is consumed
-  if (fused_) {                           // one GEMM for the key and value paths
-    linear_backward(grads.k, xkv_, in_w_->compute, tmp, in_dw, in_db);
-    add_inplace(d_xkv, tmp);
+  // d_xq first (= or +=), then the key and value paths (+=, each product adding into d_xkv):
+  // correct also when d_xq aliases d_xkv.
+  linear_backward(grads.q, xq_, q_w_->compute, d_xq, q_w_->grad, q_b_->grad, d_xq_write);
+  if (fused_) {  // one GEMM for the key and value paths
+    linear_backward(grads.k, xkv_, in_w_->compute, d_xkv, in_dw, in_db, DxWrite::add);
     return;
   }
-  linear_backward(grads.k, xkv_, k_w_->compute, tmp, k_w_->grad, k_b_->grad);
-  add_inplace(d_xkv, tmp);
-  linear_backward(grads.v, xkv_, v_w_->compute, tmp, v_w_->grad, v_b_->grad);
-  add_inplace(d_xkv, tmp);
+  linear_backward(grads.k, xkv_, k_w_->compute, d_xkv, k_w_->grad, k_b_->grad, DxWrite::add);
+  linear_backward(grads.v, xkv_, v_w_->compute, d_xkv, v_w_->grad, v_b_->grad, DxWrite::add);
 }
 
 }  // namespace nmt

@@ -19,6 +19,7 @@
 #include "engine/model/workspace.h"
 #include "kernels/attention.h"
 #include "kernels/fused_attention.h"
+#include "kernels/linear.h"
 
 namespace nmt {
 
@@ -51,11 +52,12 @@ class AttentionBlock {
   void forward(const Tensor& xq, const Tensor& xkv, const Tensor& kv_lengths, int64_t batch,
                int64_t q_len, int64_t kv_len, const StepContext& ctx, Tensor& out);
 
-  // d_out: [batch*q_len, d_model]. d_xq written (=); d_xkv accumulated (+=). For self-attention
-  // they must alias, and the result (=) is the sum of all three paths. out_proj's bias gradient
-  // is not added here: the sublayer adds d_out's column sums into output_bias_grad() while
-  // writing d_out.
-  void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws);
+  // d_out: [batch*q_len, d_model]. d_xq written (=) or added to (+=) as d_xq_write says; d_xkv
+  // accumulated (+=). For self-attention they must alias, and the sum of all three paths is
+  // written or added as d_xq_write says. out_proj's bias gradient is not added here: the
+  // sublayer adds d_out's column sums into output_bias_grad() while writing d_out.
+  void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws,
+                DxWrite d_xq_write);
   // out_proj's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.
   Tensor& output_bias_grad() { return o_b_->grad; }
 
@@ -81,8 +83,9 @@ class AttentionBlock {
                                 bool joined) const;
   // Forward's projections of xq and xkv into p (laid out by projections(.., fused_)).
   void project(const Tensor& xq, const Tensor& xkv, AttentionOperands& p);
-  // Backward's: the gradients `grads` of the projections back to d_xq (=) and d_xkv (+=).
-  void project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv, Workspace& ws);
+  // Backward's: the gradients `grads` of the projections back to d_xq (= or +=, d_xq_write) and
+  // d_xkv (+=).
+  void project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv, DxWrite d_xq_write);
 
   ModelShape shape_;
   AttentionKind kind_;

@@ -32,7 +32,8 @@ void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& 
   linear_forward(h, fc2_w_->compute, fc2_b_->compute, out);
 }
 
-void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws) {
+void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
+                                DxWrite d_x_write) {
   int64_t rows = x_.dim(0);
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
   Tensor dh = ws.f1.view({rows, shape_.ffn_dim});
@@ -42,7 +43,7 @@ void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws)
   // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn. The
   // same pass adds fc1's bias gradient (dh's column sums) instead of a second read of dh.
   relu_dropout_backward_bias(dh, h, dh, p_, fc1_b_->grad);
-  linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_w_->grad, no_bias);
+  linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_w_->grad, no_bias, d_x_write);
 }
 
 }  // namespace nmt

@@ -7,6 +7,7 @@
 #include "engine/model/model_shape.h"
 #include "engine/model/param_store.h"
 #include "engine/model/workspace.h"
+#include "kernels/linear.h"
 #include "kernels/philox.h"
 
 namespace nmt {
@@ -19,9 +20,10 @@ class FeedForwardBlock {
 
   // x: [rows, d_model], kept alive until backward; out: [rows, d_model] written.
   void forward(const Tensor& x, const StepContext& ctx, Tensor& out);
-  // d_out: [rows, d_model]; d_x: [rows, d_model] written (=). fc2's bias gradient is not added
-  // here: the sublayer adds d_out's column sums into output_bias_grad() while writing d_out.
-  void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws);
+  // d_out: [rows, d_model]; d_x: [rows, d_model] written (=) or added to (+=) as d_x_write says.
+  // fc2's bias gradient is not added here: the sublayer adds d_out's column sums into
+  // output_bias_grad() while writing d_out.
+  void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, DxWrite d_x_write);
   // fc2's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.
   Tensor& output_bias_grad() { return fc2_b_->grad; }
 

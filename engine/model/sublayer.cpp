@@ -47,21 +47,23 @@ void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, Tensor&
                         const Backward& f_backward) {
   int64_t rows = x_.dim(0), d = shape_.d_model;
   Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});
-  Tensor g1 = ws.s1.view({rows, d}), g2 = ws.s2.view({rows, d}), g3 = ws.s3.view({rows, d});
+  Tensor g1 = ws.s1.view({rows, d}), g2 = ws.s2.view({rows, d});
   if (shape_.pre_norm) {
     // d_f = dropout's backward of d_out (a copy when p is 0), and f's output bias gradient (d_f's
     // column sums) in the same pass.
     dropout_backward_bias(d_out, g1, p_, key_, f_bias_grad);
-    f_backward(g1, g2);  // gradient w.r.t. LN(x)
+    f_backward(g1, g2, DxWrite::assign);  // gradient w.r.t. LN(x)
     // d_x = d_out + the LN's input gradient in one pass (the residual's backward; d_x may be
     // d_out), bit for bit what layernorm_backward then residual_add computed.
     layernorm_backward_add(g2, x_, gain_->compute, mean, rstd, d_out, d_x, gain_->grad,
                            bias_->grad);
   } else {
-    layernorm_backward(d_out, normed, gain_->compute, mean, rstd, g1, gain_->grad, bias_->grad);
-    dropout_backward_bias(g1, g2, p_, key_, f_bias_grad);  // d_f and f's output bias gradient
-    f_backward(g2, g3);
-    residual_add(g1, g3, d_x);
+    // d_x = the LN's input gradient (in place when d_x is d_out) + f's input gradient: the
+    // residual's share is stored first and f's last product adds its own into it (beta = 1), so
+    // no separate residual add reads both again.
+    layernorm_backward(d_out, normed, gain_->compute, mean, rstd, d_x, gain_->grad, bias_->grad);
+    dropout_backward_bias(d_x, g2, p_, key_, f_bias_grad);  // d_f and f's output bias gradient
+    f_backward(g2, d_x, DxWrite::add);
   }
 }
 

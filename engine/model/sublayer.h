@@ -10,15 +10,17 @@
 #include "engine/model/model_shape.h"
 #include "engine/model/param_store.h"
 #include "engine/model/workspace.h"
+#include "kernels/linear.h"
 #include "kernels/philox.h"
 
 namespace nmt {
 
 class Sublayer {
  public:
-  // f(in [rows, d], out [rows, d] written); f_backward(d_f [rows, d], d_in [rows, d] written).
+  // f(in [rows, d], out [rows, d] written); f_backward(d_f [rows, d], d_in [rows, d], how):
+  // d_in written (=) or added to (+=, post-norm: d_in already holds the residual's gradient).
   using Forward = std::function<void(const Tensor& in, Tensor& out)>;
-  using Backward = std::function<void(const Tensor& d_f, Tensor& d_in)>;
+  using Backward = std::function<void(const Tensor& d_f, Tensor& d_in, DxWrite d_in_write)>;
 
   Sublayer(ParamStore& store, const std::string& norm_name, const ModelShape& shape,
            uint32_t dropout_id);

@@ -29,11 +29,13 @@ Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_lengths, int64_t
 // Each sublayer adds its block's output bias gradient while it writes the block's output gradient
 // (Sublayer::backward), so the blocks do not add it.
 void EncoderLayer::backward(Tensor& grad, Workspace& ws) {
-  ffn_sub_.backward(grad, grad, ws, ffn_.output_bias_grad(),
-                    [&](const Tensor& d_f, Tensor& d_in) { ffn_.backward(d_f, d_in, ws); });
-  self_attn_sub_.backward(
-      grad, grad, ws, self_attn_.output_bias_grad(),
-      [&](const Tensor& d_f, Tensor& d_in) { self_attn_.backward(d_f, d_in, d_in, ws); });
+  ffn_sub_.backward(
+      grad, grad, ws, ffn_.output_bias_grad(),
+      [&](const Tensor& d_f, Tensor& d_in, DxWrite how) { ffn_.backward(d_f, d_in, ws, how); });
+  self_attn_sub_.backward(grad, grad, ws, self_attn_.output_bias_grad(),
+                          [&](const Tensor& d_f, Tensor& d_in, DxWrite how) {
+                            self_attn_.backward(d_f, d_in, d_in, ws, how);
+                          });
 }
 
 DecoderLayer::DecoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
@@ -95,14 +97,17 @@ Tensor DecoderLayer::run(const Tensor& y, const StepContext& ctx,
 
 // As EncoderLayer::backward: the sublayers add the blocks' output bias gradients.
 void DecoderLayer::backward(Tensor& grad, Tensor& d_enc_out, Workspace& ws) {
-  ffn_sub_.backward(grad, grad, ws, ffn_.output_bias_grad(),
-                    [&](const Tensor& d_f, Tensor& d_in) { ffn_.backward(d_f, d_in, ws); });
-  cross_attn_sub_.backward(
-      grad, grad, ws, cross_attn_.output_bias_grad(),
-      [&](const Tensor& d_f, Tensor& d_in) { cross_attn_.backward(d_f, d_in, d_enc_out, ws); });
-  self_attn_sub_.backward(
-      grad, grad, ws, self_attn_.output_bias_grad(),
-      [&](const Tensor& d_f, Tensor& d_in) { self_attn_.backward(d_f, d_in, d_in, ws); });
+  ffn_sub_.backward(
+      grad, grad, ws, ffn_.output_bias_grad(),
+      [&](const Tensor& d_f, Tensor& d_in, DxWrite how) { ffn_.backward(d_f, d_in, ws, how); });
+  cross_attn_sub_.backward(grad, grad, ws, cross_attn_.output_bias_grad(),
+                           [&](const Tensor& d_f, Tensor& d_in, DxWrite how) {
+                             cross_attn_.backward(d_f, d_in, d_enc_out, ws, how);
+                           });
+  self_attn_sub_.backward(grad, grad, ws, self_attn_.output_bias_grad(),
+                          [&](const Tensor& d_f, Tensor& d_in, DxWrite how) {
+                            self_attn_.backward(d_f, d_in, d_in, ws, how);
+                          });
 }
 
 }  // namespace nmt

@@ -8,7 +8,7 @@ namespace nmt {
 
 struct Workspace {
   // Sublayer (norm/residual wrapper) slots.
-  Buffer s1, s2, s3;  // [max_rows, d_model], all in the activation dtype
+  Buffer s1, s2;  // [max_rows, d_model], all in the activation dtype
   // AttentionBlock slots: a1 [max_rows, d_model]; a_proj [3 * max_rows * d_model], the gradients
   // of the q, k and v projections in the block's layout (AttentionBlock::projections).
   Buffer a1, a_proj;
@@ -19,7 +19,6 @@ struct Workspace {
     int64_t n = max_rows * d_model;
     s1 = arena.allocate("ws.s1", dtype, n);
     s2 = arena.allocate("ws.s2", dtype, n);
-    s3 = arena.allocate("ws.s3", dtype, n);
     a1 = arena.allocate("ws.a1", dtype, n);
     a_proj = arena.allocate("ws.a_proj", dtype, 3 * n);
     f1 = arena.allocate("ws.f1", dtype, max_rows * ffn_dim);

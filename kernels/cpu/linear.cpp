@@ -25,8 +25,13 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, in
 }
 
 void linear_backward(const float* dy, const float* x, const float* w, float* dx, float* dw,
-                     float* db, int64_t rows, int64_t in, int64_t out) {
-  if (dx) {
+                     float* db, int64_t rows, int64_t in, int64_t out, bool add_dx) {
+  if (dx && add_dx) {
+    thread_local std::vector<float> product;  // [rows, in]
+    product.assign(static_cast<size_t>(rows * in), 0.0f);
+    gemm_accumulate(rows, in, out, dy, out, 1, w, in, product.data(), in);
+    for (int64_t i = 0; i < rows * in; ++i) dx[i] += product[static_cast<size_t>(i)];
+  } else if (dx) {
     for (int64_t i = 0; i < rows * in; ++i) dx[i] = 0.0f;
     gemm_accumulate(rows, in, out, dy, out, 1, w, in, dx, in);
   }

@@ -4,10 +4,11 @@
 //   dx = dy W       ->  dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows)
 //   dW += dyᵀ x     ->  dWᵀ (in x out) += xᵀ (in x rows) · op_T(dyᵀ) (rows x out), fp32 output
 // db = column sums of dy = the sums over k of op(B) in the dW product: cuBLASLt's BGRADB epilogue
-// can compute them while that product reads dy anyway (opt-in: blas.h's bias_grad_epilogue). The epilogue writes (=) where our contract
-// accumulates (+=: update_freq > 1 sums micro-batches into the same gradient), so it writes into
-// scratch and a tiny add of `out` floats follows. Where cuBLASLt offers no such algorithm (or there
-// is no dW product) db is the deterministic column sum of reduce.h, one kernel that reads dy again.
+// can compute them while that product reads dy anyway (opt-in: blas.h's bias_grad_epilogue). The
+// epilogue writes (=) where our contract accumulates (+=: update_freq > 1 sums micro-batches into
+// the same gradient), so it writes into scratch and a tiny add of `out` floats follows. Where
+// cuBLASLt offers no such algorithm (or there is no dW product) db is the deterministic column sum
+// of reduce.h, one kernel that reads dy again.
 #include "kernels/cuda/linear.h"
 
 #include <stdexcept>
@@ -79,7 +80,7 @@ void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tens
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
-                     Tensor& db) {
+                     Tensor& db, bool add_dx) {
   constexpr const char* op = "linear_backward";
   detail::require_rank(op, "x", x, 2);
   detail::require_rank(op, "w", w, 2);
@@ -107,7 +108,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
   cudaStream_t stream = current_stream();
   if (!dx.empty() && in > 0) {
     if (out == 0) {
-      CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), stream));
+      if (!add_dx) CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), stream));
     } else {
       LtMatmul g;
       g.m = in;
@@ -118,6 +119,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
       g.ldc = in;
       g.ab_type = x.dtype;
       g.c_type = dx.dtype;
+      g.accumulate = add_dx;  // dx += dy W, summed in f32 with dx's old value, rounded once
       lt_matmul(g, w.data, dy.data, dx.data, nullptr, 1.0f, stream);
     }
   }

@@ -12,9 +12,9 @@ namespace nmt::cuda {
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 // y = max(x wᵀ + b, 0) in one cuBLASLt product (RELU_BIAS epilogue); shapes as linear_forward.
 void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
-// dy: [rows, out] T; dx: [rows, in] T or empty; dw: [out, in] f32 (+=); db: [out] f32 (+=) or
-// empty.
+// dy: [rows, out] T; dx: [rows, in] T (=, or += when add_dx: the product's beta = 1) or empty;
+// dw: [out, in] f32 (+=); db: [out] f32 (+=) or empty.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
-                     Tensor& db);
+                     Tensor& db, bool add_dx = false);
 
 }  // namespace nmt::cuda

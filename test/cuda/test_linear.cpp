@@ -77,6 +77,22 @@ TEST_CASE("cuda linear matches the CPU reference", "[cuda][linear]") {
         check_close("dw", dtype, download(gdw.view), ref.dw, base.dw);
         if (bias) check_close("db", dtype, download(gdb.view), ref.db, base.db);
 
+        // dx added onto a residual gradient (the product's beta = 1): the CPU's old + product.
+        {
+          const std::vector<float> residual = random_floats(rows * in, seed + 6);
+          std::vector<float> ref_sum = ref.dx, base_sum = rounded(base.dx, dtype);
+          const std::vector<float> residual_rounded = rounded(residual, dtype);
+          for (size_t i = 0; i < ref_sum.size(); ++i) {
+            ref_sum[i] += residual[i];
+            base_sum[i] += residual_rounded[i];
+          }
+          GpuTensor gsum = upload(residual, {rows, in}, dtype);
+          GpuTensor gdw_add = upload(dw_init, {out, in}, DType::f32);
+          cuda::linear_backward(gdy.view, gx.view, gw.view, gsum.view, gdw_add.view, none,
+                                /*add_dx=*/true);
+          check_close("dx added", dtype, download(gsum.view), ref_sum, rounded(base_sum, dtype));
+        }
+
         // Without dx: dW accumulates a second time, dx stays as it was.
         GpuTensor gdw2 = upload(dw_init, {out, in}, DType::f32);
         cuda::linear_backward(gdy.view, gx.view, gw.view, none, gdw2.view, none);

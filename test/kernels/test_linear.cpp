@@ -121,6 +121,36 @@ TEST_CASE("linear_backward accumulates dw and db and may skip dx and db", "[line
   CHECK(dw_only == fresh.dw);
 }
 
+TEST_CASE("linear_backward adds dx onto what it holds when asked", "[linear]") {
+  // The post-norm sublayer stores the residual's gradient in dx first and lets the block's last
+  // product add its own: dx must end as the old value plus the product formed from zero, the bits
+  // a separate residual_add of the written dx gave.
+  const int64_t rows = 37, in = 65, out = 19;
+  const std::vector<float> x = random_uniform(static_cast<size_t>(rows * in), 21);
+  const std::vector<float> w = random_uniform(static_cast<size_t>(out * in), 22);
+  const std::vector<float> dy = random_uniform(static_cast<size_t>(rows * out), 23);
+  const std::vector<float> residual = random_uniform(static_cast<size_t>(rows * in), 24);
+  const Grads fresh = backward(dy, x, w, rows, in, out);
+
+  std::vector<float> dx = residual, dw(w.size(), 0.0f);
+  Tensor dx_view = view(dx, {rows, in}), dw_view = view(dw, {out, in}), no_db;
+  linear_backward(view(dy, {rows, out}), view(x, {rows, in}), view(w, {out, in}), dx_view, dw_view,
+                  no_db, DxWrite::add);
+  for (size_t i = 0; i < dx.size(); ++i) CHECK(dx[i] == residual[i] + fresh.dx[i]);
+  CHECK(dw == fresh.dw);
+
+  // No columns to sum over (out = 0): adding leaves dx as it was, writing zeroes it.
+  std::vector<float> kept = residual, zeroed = residual, dw_empty, dy_empty;
+  Tensor kept_view = view(kept, {rows, in}), zeroed_view = view(zeroed, {rows, in});
+  Tensor dw_none = view(dw_empty, {0, in});
+  linear_backward(view(dy_empty, {rows, 0}), view(x, {rows, in}), view(dw_empty, {0, in}),
+                  kept_view, dw_none, no_db, DxWrite::add);
+  CHECK(kept == residual);
+  linear_backward(view(dy_empty, {rows, 0}), view(x, {rows, in}), view(dw_empty, {0, in}),
+                  zeroed_view, dw_none, no_db, DxWrite::assign);
+  CHECK(zeroed == std::vector<float>(residual.size(), 0.0f));
+}
+
 #if defined(_OPENMP)
 TEST_CASE("linear results do not depend on the thread count", "[linear][determinism]") {
   const int64_t rows = 301, in = 67, out = 129;
