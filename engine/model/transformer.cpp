@@ -204,11 +204,9 @@ void Transformer::backward(Tensor& d_dec) {
   size_t stage = 0;     // the stages of the constructor, in backward order
   stage_done(stage++);  // a separate output projection (its gradient came from the logits)
   if (shape_.pre_norm) {
-    Tensor tmp = ws_.s1.view({t_rows, d});
     Tensor mean = dec_mean_.view({t_rows}), rstd = dec_rstd_.view({t_rows});
-    layernorm_backward(d_dec, dec_last_, dec_norm_g_->compute, mean, rstd, tmp, dec_norm_g_->grad,
-                       dec_norm_b_->grad);
-    copy_tensor(tmp, d_dec);
+    layernorm_backward(d_dec, dec_last_, dec_norm_g_->compute, mean, rstd, d_dec,  // in place
+                       dec_norm_g_->grad, dec_norm_b_->grad);
     stage_done(stage++);
   }
   Tensor d_enc = d_enc_.view({s_rows, d});
@@ -222,11 +220,9 @@ void Transformer::backward(Tensor& d_dec) {
   stage_done(stage++);  // a separate target embedding
 
   if (shape_.pre_norm) {
-    Tensor tmp = ws_.s1.view({s_rows, d});
     Tensor mean = enc_mean_.view({s_rows}), rstd = enc_rstd_.view({s_rows});
-    layernorm_backward(d_enc, enc_last_, enc_norm_g_->compute, mean, rstd, tmp, enc_norm_g_->grad,
-                       enc_norm_b_->grad);
-    copy_tensor(tmp, d_enc);
+    layernorm_backward(d_enc, enc_last_, enc_norm_g_->compute, mean, rstd, d_enc,  // in place
+                       enc_norm_g_->grad, enc_norm_b_->grad);
     stage_done(stage++);
   }
   for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) {
