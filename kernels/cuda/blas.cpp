@@ -1,5 +1,5 @@
 // cuBLAS / cuBLASLt handles and the cached cuBLASLt matrix product (its descriptors and heuristic
-// queries in blas_plan.cpp).
+// queries in blas_plan.cpp, the opt-in autotuner in blas_autotune.cpp).
 #include "kernels/cuda/blas.h"
 
 #include <atomic>
@@ -46,6 +46,11 @@ struct Plan {
   std::unique_ptr<LtDescriptors> descriptors;
   LtAlignments align;
   cublasLtMatmulAlgo_t algo{};  // the heuristic's pick
+  // Autotuning (opt-in): whether this plan's candidates were timed, and the algorithm kept then
+  // (`algo` unless another beat it by the margin). Plans keep both, so turning autotuning off
+  // again returns to the heuristic's picks.
+  bool tuned = false;
+  cublasLtMatmulAlgo_t tuned_algo{};
 };
 
 struct ThreadBlas {
@@ -159,7 +164,18 @@ bool run_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const 
   cublasLtHandle_t lt = lt_handle_for_current_device();
   Plan& plan = plan_for(key, g, bias, lt);
   if (!plan.supported) return false;
-  CUBLAS_CHECK(lt_run(lt, *plan.descriptors, plan.algo, g, a, b, c, bias, alpha,
+  const cublasLtMatmulAlgo_t* algo = &plan.algo;
+  if (gemm_autotune()) {
+    // Timing needs host synchronisation, which a graph capture forbids: a plan first used while
+    // capturing runs the heuristic's pick there and is tuned at its first uncaptured use.
+    if (!plan.tuned && !stream_is_capturing(stream)) {
+      plan.tuned_algo = autotune_algo(lt, *plan.descriptors, plan.align, plan.algo, g, a, b, c,
+                                      bias, alpha, stream);
+      plan.tuned = true;
+    }
+    if (plan.tuned) algo = &plan.tuned_algo;
+  }
+  CUBLAS_CHECK(lt_run(lt, *plan.descriptors, *algo, g, a, b, c, bias, alpha,
                       stream_resources(stream).blas_workspace(), kBlasWorkspaceBytes, stream));
   return true;
 }

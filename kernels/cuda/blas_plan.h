@@ -1,6 +1,7 @@
-// The cuBLASLt pieces behind lt_matmul (blas.h), shared by blas.cpp and bench-kernels' gemm-algos
-// entry: the descriptors of one product, the heuristic's list of algorithms for them, and one run
-// of a chosen algorithm. Ops call lt_matmul; only code that compares algorithms needs this header.
+// The cuBLASLt pieces behind lt_matmul (blas.h), shared by blas.cpp, its opt-in autotuner
+// (blas_autotune.cpp) and bench-kernels' gemm-algos entry: the descriptors of one product, the
+// heuristic's list of algorithms for them, one run of a chosen algorithm, and the autotuner's
+// choice among them. Ops call lt_matmul; only code that compares algorithms needs this header.
 #pragma once
 
 #include <cublasLt.h>
@@ -76,5 +77,26 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo);
 
 // "m=512 n=8192 k=512 A/B bf16 C f32", for messages.
 std::string describe(const LtMatmul& g);
+
+// The opt-in autotuner (blas_autotune.cpp). Times `heuristic_pick` and the heuristic's next
+// candidates (up to kAutotuneCandidates in all) on `stream` a few times each, and returns the
+// fastest if it beats `heuristic_pick` by more than kAutotuneMargin, else `heuristic_pick`. An
+// accumulating product (beta = 1) runs on a zeroed scratch C of its own, so the caller's C still
+// receives exactly one product; what is only written (D when beta = 0, a bias gradient) is the
+// caller's, and the real run that follows writes it again (that spares a second logits-sized
+// buffer). Inputs stay warm in L2 between runs, unlike bench-kernels' flushed timings. Must not be
+// called while `stream` is capturing (stream_is_capturing). Synchronises the stream. Falls back
+// to `heuristic_pick` when scratch memory cannot be had or no other candidate runs.
+constexpr int kAutotuneCandidates = 16;
+constexpr double kAutotuneMargin = 0.03;
+cublasLtMatmulAlgo_t autotune_algo(cublasLtHandle_t lt, const LtDescriptors& d,
+                                   const LtAlignments& align,
+                                   const cublasLtMatmulAlgo_t& heuristic_pick, const LtMatmul& g,
+                                   const void* a, const void* b, void* c, const void* bias,
+                                   float alpha, cudaStream_t stream);
+
+// True when `stream` is capturing into a CUDA graph, or when CUDA cannot tell (then it is safer
+// not to time anything).
+bool stream_is_capturing(cudaStream_t stream);
 
 }  // namespace nmt::cuda
