@@ -120,6 +120,7 @@ struct Outcome {
   int first_pick[std::size(kWorkspaces)] = {-1, -1, -1};
   double first_pick_ms[std::size(kWorkspaces)] = {kInf, kInf, kInf};
   int listed = 0, added_by_larger = 0, failed = 0;
+  int autotune_index = -1;  // where the engine's autotuner's choice stands in the 32 MiB list
   bool ok = false;
 };
 
@@ -257,6 +258,12 @@ void bench_product(KernelTimer& timer, const Product& p, void* workspace, bool v
     std::printf("  the heuristic's first pick did not run: no comparison\n");
     return;
   }
+  // What NMT_GEMM_AUTOTUNE=1 would keep for this product (warm L2, median of 5, 3% margin).
+  const cublasLtMatmulAlgo_t tuned =
+      cuda::autotune_algo(lt, d, cuda::LtAlignments{}, candidates[0].algo, g, a.view.data,
+                          b.view.data, c.view.data, bias_data, 1.0f, stream);
+  for (const Candidate& cand : candidates)
+    if (cand.index >= 0 && cuda::same_algo(cand.algo, tuned)) outcome.autotune_index = cand.index;
   outcome.ok = true;
   const double saving = 1.0 - outcome.best_ms / outcome.heuristic_ms;
   std::printf("  heuristic #0  %8.4f ms %6.1f TFLOP/s\n", outcome.heuristic_ms,
@@ -264,6 +271,7 @@ void bench_product(KernelTimer& timer, const Product& p, void* workspace, bool v
   std::printf("  best      #%-2d %8.4f ms %6.1f TFLOP/s  saves %5.1f%% = %.4f ms per step\n",
               outcome.best_index, outcome.best_ms, tflops(outcome.flops, outcome.best_ms),
               100.0 * saving, (outcome.heuristic_ms - outcome.best_ms) * p.per_step);
+  std::printf("  autotune keeps #%d\n", outcome.autotune_index);
   for (size_t w = 1; w < std::size(kWorkspaces); ++w)
     if (outcome.first_pick[w] != outcome.first_pick[0])
       std::printf("  heuristic #0 with %llu MiB workspace is another: %.4f ms %6.1f TFLOP/s\n",
@@ -278,8 +286,8 @@ void bench_product(KernelTimer& timer, const Product& p, void* workspace, bool v
 }
 
 void print_summary(const std::vector<Outcome>& outcomes) {
-  std::printf("\n%-22s %5s %9s %7s %9s %7s %4s %7s %9s %9s\n", "product", "/step", "heur ms",
-              "TFLOP/s", "best ms", "TFLOP/s", "#", "saving", "ms/step", "any-ws ms");
+  std::printf("\n%-22s %5s %9s %7s %9s %7s %4s %7s %9s %9s %5s\n", "product", "/step", "heur ms",
+              "TFLOP/s", "best ms", "TFLOP/s", "#", "saving", "ms/step", "any-ws ms", "tune#");
   double heuristic_step = 0, best_step = 0, best_any_step = 0, flops_step = 0;
   double first_pick_step[std::size(kWorkspaces)] = {};
   int missing = 0;
@@ -296,11 +304,11 @@ void print_summary(const std::vector<Outcome>& outcomes) {
     for (size_t w = 0; w < std::size(kWorkspaces); ++w)
       first_pick_step[w] += n * o.first_pick_ms[w];
     flops_step += n * o.flops;
-    std::printf("%-22s %5d %9.4f %7.1f %9.4f %7.1f %4d %6.1f%% %9.4f %9.4f\n", o.product->name, n,
-                o.heuristic_ms, tflops(o.flops, o.heuristic_ms), o.best_ms,
+    std::printf("%-22s %5d %9.4f %7.1f %9.4f %7.1f %4d %6.1f%% %9.4f %9.4f %5d\n", o.product->name,
+                n, o.heuristic_ms, tflops(o.flops, o.heuristic_ms), o.best_ms,
                 tflops(o.flops, o.best_ms), o.best_index,
                 100.0 * (1.0 - o.best_ms / o.heuristic_ms), n * (o.heuristic_ms - o.best_ms),
-                o.best_any_ms);
+                o.best_any_ms, o.autotune_index);
   }
   if (heuristic_step <= 0) return;
   std::printf("\none step's products, each timed from a cold L2:\n");
