@@ -1,6 +1,8 @@
 // bench-kernels: times the CUDA ops at Transformer-base sizes (CUDA events, L2 flushed before each
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
-// Usage: bench-kernels [--runs N] [--only attention-fused|column-sums|bias-grad-tails]
+// Usage: bench-kernels [--runs N] [--verbose]
+//                      [--only attention-fused|column-sums|bias-grad-tails|gemm-algos]
+// gemm-algos runs only when named: it times every cuBLASLt algorithm of each training-step product.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -11,6 +13,7 @@
 
 #include "bench/bench-kernels/bench_bias_grad_tails.h"
 #include "bench/bench-kernels/bench_column_sums.h"
+#include "bench/bench-kernels/bench_gemm_algos.h"
 #include "bench/bench-kernels/bench_timer.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
@@ -236,27 +239,27 @@ void bench_embedding_and_dropout(KernelTimer& timer) {
 
 int main(int argc, char** argv) {
   using namespace nmt::bench;
+  const char* usage =
+      "usage: bench-kernels [--runs N] [--verbose] [--only "
+      "attention-fused|column-sums|bias-grad-tails|gemm-algos]\n"
+      "  gemm-algos (only with --only): every cuBLASLt algorithm the heuristic offers for each\n"
+      "  product of a base training step; --verbose prints one line per algorithm\n";
   int runs = 30;
-  bool only_fused_attention = false, only_column_sums = false, only_bias_grad_tails = false;
+  bool verbose = false;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--verbose") == 0) {
+      verbose = true;
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
-               std::strcmp(argv[i + 1], "attention-fused") == 0) {
-      only_fused_attention = true;
-      ++i;
-    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
-               std::strcmp(argv[i + 1], "column-sums") == 0) {
-      only_column_sums = true;
-      ++i;
-    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
-               std::strcmp(argv[i + 1], "bias-grad-tails") == 0) {
-      only_bias_grad_tails = true;
-      ++i;
+               (std::strcmp(argv[i + 1], "attention-fused") == 0 ||
+                std::strcmp(argv[i + 1], "column-sums") == 0 ||
+                std::strcmp(argv[i + 1], "bias-grad-tails") == 0 ||
+                std::strcmp(argv[i + 1], "gemm-algos") == 0)) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr,
-                   "usage: bench-kernels [--runs N] [--only "
-                   "attention-fused|column-sums|bias-grad-tails]\n");
+      std::fprintf(stderr, "%s", usage);
       return 2;
     }
   }
@@ -270,16 +273,20 @@ int main(int argc, char** argv) {
     std::printf("bench-kernels on %s (%d SMs, %.0f MB L2), median of %d runs, L2 flushed\n",
                 prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, runs);
     KernelTimer timer(runs, 3);
-    if (only_fused_attention) {
+    if (only == "attention-fused") {
       bench_attention_fused_section(timer);
       return 0;
     }
-    if (only_column_sums) {
+    if (only == "column-sums") {
       bench_column_sums(timer, report);
       return 0;
     }
-    if (only_bias_grad_tails) {
+    if (only == "bias-grad-tails") {
       bench_bias_grad_tails(timer, report);
+      return 0;
+    }
+    if (only == "gemm-algos") {
+      bench_gemm_algos(timer, verbose);
       return 0;
     }
     bench_layernorm(timer);

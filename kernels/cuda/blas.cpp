@@ -1,4 +1,5 @@
-// cuBLAS / cuBLASLt handles and the cached cuBLASLt matrix product.
+// cuBLAS / cuBLASLt handles and the cached cuBLASLt matrix product (its descriptors and heuristic
+// queries in blas_plan.cpp, the opt-in autotuner in blas_autotune.cpp).
 #include "kernels/cuda/blas.h"
 
 #include <atomic>
@@ -9,7 +10,9 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "kernels/cuda/blas_plan.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/scratch.h"
 
@@ -26,14 +29,6 @@ int current_device() {
   return device;
 }
 
-// The largest power of two (up to 16) dividing the address: cuBLASLt picks kernels by alignment.
-int alignment_of(const void* p) {
-  auto address = reinterpret_cast<uintptr_t>(p);
-  int alignment = 16;
-  while (alignment > 1 && address % alignment != 0) alignment /= 2;
-  return alignment;
-}
-
 struct PlanKey {
   int device;
   int trans_a, trans_b;
@@ -48,19 +43,14 @@ struct PlanKey {
 // heuristic found no algorithm is kept with supported = false, so it is asked only once.
 struct Plan {
   bool supported = true;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {
-    // Errors at thread or process exit are deliberately ignored.
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
+  std::unique_ptr<LtDescriptors> descriptors;
+  LtAlignments align;
+  cublasLtMatmulAlgo_t algo{};  // the heuristic's pick
+  // Autotuning (opt-in): whether this plan's candidates were timed, and the algorithm kept then
+  // (`algo` unless another beat it by the margin). Plans keep both, so turning autotuning off
+  // again returns to the heuristic's picks.
+  bool tuned = false;
+  cublasLtMatmulAlgo_t tuned_algo{};
 };
 
 struct ThreadBlas {
@@ -84,90 +74,31 @@ ThreadBlas& thread_blas() {
   return state;
 }
 
-cublasLtHandle_t lt_handle(int device) {
-  cublasLtHandle_t& h = thread_blas().lt[device];
-  if (!h) CUBLAS_CHECK(cublasLtCreate(&h));
-  return h;
-}
-
-std::string describe(const LtMatmul& g) {
-  return "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
-         " A/B " + dtype_name(g.ab_type) + " C " + dtype_name(g.c_type);
-}
-
 // Builds the descriptors and asks the heuristic for the best algorithm; a plan enters the cache
 // only once complete, so a failure leaves nothing half-built behind. `bias` is the bias (or bias
-// gradient) pointer: the heuristic reads its alignment.
+// gradient) pointer: a bias gradient's is set before the heuristic is asked.
 Plan& plan_for(const PlanKey& key, const LtMatmul& g, const void* bias, cublasLtHandle_t lt) {
   auto& plans = thread_blas().plans;
   auto found = plans.find(key);
   if (found != plans.end()) return *found->second;
   auto plan = std::make_unique<Plan>();
-  const cudaDataType_t ab = cuda_data_type(g.ab_type), cd = cuda_data_type(g.c_type);
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &g.trans_a,
-                                              sizeof(g.trans_a)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &g.trans_b,
-                                              sizeof(g.trans_b)));
-  if (key.bias_grad) {
-    // BGRADB: the bias gradient has the size of D's columns and sums op(B) over k. Its dtype is
-    // left at the default, C's (f32 for our weight gradients).
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                &epilogue, sizeof(epilogue)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                &bias, sizeof(bias)));
-  } else if (key.bias || key.relu) {
-    cublasLtEpilogue_t epilogue = !key.relu  ? CUBLASLT_EPILOGUE_BIAS
-                                  : key.bias ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                             : CUBLASLT_EPILOGUE_RELU;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                &epilogue, sizeof(epilogue)));
-  }
-  if (key.bias && !key.bias_grad) {
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                &cd, sizeof(cd)));
-  }
-  const bool a_n = g.trans_a == CUBLAS_OP_N, b_n = g.trans_b == CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab, a_n ? g.m : g.k, a_n ? g.k : g.m, g.lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab, b_n ? g.k : g.n, b_n ? g.n : g.k, g.ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, cd, g.m, g.n, g.ldc));
-
-  cublasLtMatmulPreference_t preference = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const uint64_t workspace = kBlasWorkspaceBytes;
-  const uint32_t align_a = key.align_a, align_b = key.align_b, align_c = key.align_c;
-  cublasLtMatmulHeuristicResult_t result{};
-  int found_count = 0;
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulAlgoGetHeuristic(lt, plan->desc, plan->a, plan->b, plan->c, plan->c,
-                                            preference, 1, &result, &found_count);
-  cublasLtMatmulPreferenceDestroy(preference);
+  plan->descriptors = std::make_unique<LtDescriptors>(
+      g, lt_epilogue(g, bias != nullptr, key.bias_grad), key.bias_grad ? bias : nullptr);
+  plan->align = LtAlignments{key.align_a, key.align_b, key.align_c};
+  std::vector<cublasLtMatmulHeuristicResult_t> results;
+  const cublasStatus_t status =
+      lt_heuristic(lt, *plan->descriptors, plan->align, kBlasWorkspaceBytes, 1, results);
   // An epilogue cuBLASLt does not offer for these dtypes or this layout is not an error: the
   // caller falls back to its own reduction.
   if (key.bias_grad && (status == CUBLAS_STATUS_NOT_SUPPORTED ||
-                        (status == CUBLAS_STATUS_SUCCESS && found_count == 0))) {
+                        (status == CUBLAS_STATUS_SUCCESS && results.empty()))) {
     plan->supported = false;
     return *plans.emplace(key, std::move(plan)).first->second;
   }
-  if (status != CUBLAS_STATUS_SUCCESS || found_count == 0)
+  if (status != CUBLAS_STATUS_SUCCESS || results.empty())
     throw std::runtime_error("cuBLASLt has no algorithm for the product " + describe(g) + " (" +
                              cublasGetStatusString(status) + ")");
-  plan->algo = result.algo;
+  plan->algo = results[0].algo;
   return *plans.emplace(key, std::move(plan)).first->second;
 }
 
@@ -185,6 +116,12 @@ cudaDataType_t cuda_data_type(DType dtype) {
       return CUDA_R_32I;
   }
   return CUDA_R_32F;
+}
+
+cublasLtHandle_t lt_handle_for_current_device() {
+  cublasLtHandle_t& h = thread_blas().lt[current_device()];
+  if (!h) CUBLAS_CHECK(cublasLtCreate(&h));
+  return h;
 }
 
 cublasHandle_t blas_handle(cudaStream_t stream) {
@@ -220,20 +157,26 @@ bool run_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const 
                     bias != nullptr && !bias_grad,
                     g.relu,
                     bias_grad,
-                    alignment_of(a),
-                    alignment_of(b),
-                    alignment_of(c),
-                    bias ? alignment_of(bias) : 16};
-  cublasLtHandle_t lt = lt_handle(device);
+                    lt_alignment_of(a),
+                    lt_alignment_of(b),
+                    lt_alignment_of(c),
+                    bias ? lt_alignment_of(bias) : 16};
+  cublasLtHandle_t lt = lt_handle_for_current_device();
   Plan& plan = plan_for(key, g, bias, lt);
   if (!plan.supported) return false;
-  if (bias)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                sizeof(bias)));
-  const float beta = g.accumulate ? 1.0f : 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(lt, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, c, plan.c, c,
-                              plan.c, &plan.algo, stream_resources(stream).blas_workspace(),
-                              kBlasWorkspaceBytes, stream));
+  const cublasLtMatmulAlgo_t* algo = &plan.algo;
+  if (gemm_autotune()) {
+    // Timing needs host synchronisation, which a graph capture forbids: a plan first used while
+    // capturing runs the heuristic's pick there and is tuned at its first uncaptured use.
+    if (!plan.tuned && !stream_is_capturing(stream)) {
+      plan.tuned_algo = autotune_algo(lt, *plan.descriptors, plan.align, plan.algo, g, a, b, c,
+                                      bias, alpha, stream);
+      plan.tuned = true;
+    }
+    if (plan.tuned) algo = &plan.tuned_algo;
+  }
+  CUBLAS_CHECK(lt_run(lt, *plan.descriptors, *algo, g, a, b, c, bias, alpha,
+                      stream_resources(stream).blas_workspace(), kBlasWorkspaceBytes, stream));
   return true;
 }
 

@@ -32,6 +32,7 @@ struct LtMatmul {
 };
 
 // a, b, c: device pointers laid out as described; bias: [m] of c_type or nullptr.
+// With autotuning on (below), the first uncaptured use of a shape also times its candidates.
 void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const void* bias,
                float alpha, cudaStream_t stream);
 
@@ -48,5 +49,27 @@ bool bias_grad_epilogue();
 // caller can fall back to a separate reduction. Not combined with `bias` or `relu`.
 bool lt_matmul_bias_grad(const LtMatmul& g, const void* a, const void* b, void* c, void* bias_grad,
                          float alpha, cudaStream_t stream);
+
+// Whether each product shape's algorithm is chosen by timing (off by default: the heuristic's
+// single pick). On, the first use of a plan outside a graph capture times up to 16 algorithms the
+// heuristic offers (blas_plan.h: autotune_algo), synchronising the stream once, and keeps the
+// fastest if it beats the heuristic's pick by more than 3%. Accumulating products are timed on
+// scratch outputs, so C still receives exactly one product. Determinism: the choice depends on
+// timings, so two runs (or two ranks) may pick different algorithms for a shape and their results
+// may differ in the last bits; within one run a plan keeps its choice. A plan first used while
+// capturing runs the heuristic's pick in that graph and is tuned at its next uncaptured use.
+// NMT_GEMM_AUTOTUNE=1 in the environment, or set_gemm_autotune(true), turns it on; turning it off
+// returns every plan to the heuristic's pick.
+void set_gemm_autotune(bool on);
+bool gemm_autotune();
+
+// What autotuning has done in this process: plans whose candidates were timed (those the
+// heuristic offered one algorithm for are not), and of those the plans that kept another algorithm
+// than the heuristic's pick.
+struct GemmAutotuneCounts {
+  long long timed = 0;
+  long long changed = 0;
+};
+GemmAutotuneCounts gemm_autotune_counts();
 
 }  // namespace nmt::cuda
