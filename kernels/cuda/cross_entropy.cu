@@ -117,11 +117,8 @@ __device__ __forceinline__ void accumulate_pack(Running& run, const Pack<T, VEC>
 }
 
 // CACHE > 0: each thread keeps its (at most CACHE) packs in registers between the passes.
-// MAX_THREADS / MIN_BLOCKS: the launch bounds. One block of up to 1024 threads per multiprocessor
-// is the general case; 16-bit rows of 16k-32k entries run 512 threads holding 8 packs each, two
-// blocks per multiprocessor, so one block's reductions overlap the other's loads and stores.
-template <typename T, int VEC, int CACHE, int MAX_THREADS = kMaxThreads, int MIN_BLOCKS = 1>
-__global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
+template <typename T, int VEC, int CACHE>
+__global__ void __launch_bounds__(kMaxThreads, 1)
     cross_entropy_rows(const T* logits, const int32_t* __restrict__ targets, T* d_logits,
                        int64_t vocab, int32_t pad_id, float smoothing, float grad_scale,
                        RowLoss* __restrict__ row_losses) {
@@ -248,11 +245,11 @@ __global__ void __launch_bounds__(kSumThreads)
   }
 }
 
-template <typename T, int VEC, int CACHE, int MAX_THREADS = kMaxThreads, int MIN_BLOCKS = 1>
+template <typename T, int VEC, int CACHE>
 void launch_rows(unsigned rows, int threads, const T* logits, const int32_t* targets, T* d_logits,
                  int64_t vocab, int32_t pad_id, float smoothing, float grad_scale,
                  RowLoss* row_losses, cudaStream_t stream) {
-  cross_entropy_rows<T, VEC, CACHE, MAX_THREADS, MIN_BLOCKS><<<rows, threads, 0, stream>>>(
+  cross_entropy_rows<T, VEC, CACHE><<<rows, threads, 0, stream>>>(
       logits, targets, d_logits, vocab, pad_id, smoothing, grad_scale, row_losses);
 }
 
@@ -306,15 +303,7 @@ LossSums cross_entropy_forward_backward(const Tensor& logits, const Tensor& targ
       const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (packs + 31) / 32 * 32));
       launcher(threads, (packs + threads - 1) / threads);
     };
-    constexpr int kWideThreads = 512, kWideCache = 8;
-    const int64_t vec_packs = vocab / vec;
-    if (sizeof(T) == 2 && aligned && vocab % vec == 0 && vec_packs > 4 * kWideThreads &&
-        vec_packs <= kWideCache * kWideThreads) {
-      if constexpr (sizeof(T) == 2)
-        launch_rows<T, vec, kWideCache, kWideThreads, 2>(grid, kWideThreads, in, target_ids, out,
-                                                         vocab, pad_id, smoothing, grad_scale,
-                                                         row_losses, stream);
-    } else if (aligned && vocab % vec == 0) {
+    if (aligned && vocab % vec == 0) {
       args(
           [&](int threads, int64_t per_thread) {
             if (per_thread <= 1)

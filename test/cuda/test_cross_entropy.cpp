@@ -43,8 +43,8 @@ TEST_CASE("cuda cross-entropy matches the CPU reference", "[cuda][cross_entropy]
   struct Case {
     int64_t rows, vocab;
   };
-  // 40000 takes the streaming path; odd vocabularies the unaligned one; 16-bit rows of 16392 to
-  // 32768 (32000 is the shipped configs') the 512-thread path, two blocks per multiprocessor.
+  // 40000 takes the streaming path; odd vocabularies the unaligned one; 32000 is the shipped
+  // configs' vocabulary.
   const Case cases[] = {{1, 1},     {7, 7},     {7, 33},    {100, 1000}, {33, 4104},
                         {9, 16392}, {4, 32000}, {5, 32768}, {3, 40000}};
   for (DType dtype : {DType::f32, DType::bf16, DType::f16})
