@@ -1,5 +1,6 @@
 // The CUDA layer norm (kernels/layernorm.h dispatches here with the same signatures), enqueued
-// on the current stream (kernels/cuda/stream.h) without synchronising.
+// on the current stream (kernels/cuda/stream.h) without synchronising. layernorm_forward.cu holds
+// the forward op, layernorm_backward.cu the backward ones.
 // Dtype contract (docs/cuda.md): T is the call's activation dtype (f32, bf16 or f16, one per call);
 // parameter gradients and saved statistics are f32; reductions accumulate in fp32 or wider.
 #pragma once
