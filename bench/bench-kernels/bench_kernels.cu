@@ -1,6 +1,7 @@
 // bench-kernels: times the CUDA ops at Transformer-base sizes (CUDA events, L2 flushed before each
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
-// Usage: bench-kernels [--runs N] [--only attention-fused|column-sums|bias-grad-tails]
+// Usage: bench-kernels [--runs N]
+//                      [--only attention-fused|column-sums|bias-grad-tails|residual-layernorm]
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "bench/bench-kernels/bench_bias_grad_tails.h"
 #include "bench/bench-kernels/bench_column_sums.h"
+#include "bench/bench-kernels/bench_residual_layernorm.h"
 #include "bench/bench-kernels/bench_timer.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
@@ -237,7 +239,8 @@ void bench_embedding_and_dropout(KernelTimer& timer) {
 int main(int argc, char** argv) {
   using namespace nmt::bench;
   int runs = 30;
-  bool only_fused_attention = false, only_column_sums = false, only_bias_grad_tails = false;
+  bool only_fused_attention = false, only_column_sums = false, only_bias_grad_tails = false,
+       only_residual_layernorm = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::atoi(argv[++i]);
@@ -253,10 +256,14 @@ int main(int argc, char** argv) {
                std::strcmp(argv[i + 1], "bias-grad-tails") == 0) {
       only_bias_grad_tails = true;
       ++i;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
+               std::strcmp(argv[i + 1], "residual-layernorm") == 0) {
+      only_residual_layernorm = true;
+      ++i;
     } else {
       std::fprintf(stderr,
                    "usage: bench-kernels [--runs N] [--only "
-                   "attention-fused|column-sums|bias-grad-tails]\n");
+                   "attention-fused|column-sums|bias-grad-tails|residual-layernorm]\n");
       return 2;
     }
   }
@@ -282,6 +289,10 @@ int main(int argc, char** argv) {
       bench_bias_grad_tails(timer, report);
       return 0;
     }
+    if (only_residual_layernorm) {
+      bench_residual_layernorm(timer, report);
+      return 0;
+    }
     bench_layernorm(timer);
     bench_cross_entropy(timer);
     bench_adam(timer);
@@ -290,6 +301,7 @@ int main(int argc, char** argv) {
     bench_linear(timer, 8192, 512, 2048, true);
     bench_column_sums(timer, report);
     bench_bias_grad_tails(timer, report);
+    bench_residual_layernorm(timer, report);
     bench_attention(timer, false);
     bench_attention(timer, true);
     bench_embedding_and_dropout(timer);

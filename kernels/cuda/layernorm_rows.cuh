@@ -1,6 +1,8 @@
 // What the LayerNorm forward (layernorm_forward.cu) and backward (layernorm_backward.cu) files
 // share: the block shapes and the choice between the register path (one warp per row, the row in
-// registers) and the generic path (one block per row through global memory).
+// registers) and the generic path (one block per row through global memory). The fused ops with a
+// dropout tail take the variant their unfused LayerNorm would take for the same tensors, so that
+// the reductions run in the same order and the results are the same bits.
 #pragma once
 
 #include <cstdint>
