@@ -1,6 +1,9 @@
-// Dispatch of layer normalisation (kernels/layernorm.h) to the CPU or CUDA backend.
+// Dispatch of layer normalisation and its fused sublayer tail (kernels/layernorm.h) to the CPU or
+// CUDA backend. On the CPU the fused tail runs the reference routines of the ops it replaces, one
+// after the other, so its results are those ops' bit for bit.
 #include "kernels/layernorm.h"
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/op_checks.h"
@@ -77,6 +80,45 @@ void layernorm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gam
       detail::cpu_f32(op, "rstd", rstd), detail::cpu_f32(op, "residual", residual),
       detail::cpu_f32(op, "dx", dx), detail::cpu_f32(op, "d_gamma", d_gamma),
       detail::cpu_f32(op, "d_beta", d_beta), x.dim(0), x.dim(1));
+}
+
+void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& branch, Tensor& sum,
+                                        float p, const RngKey& key, const Tensor& gamma,
+                                        const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd,
+                                        float eps) {
+  constexpr const char* op = "dropout_residual_layernorm_forward";
+  detail::require_rank(op, "residual", residual, 2, "[rows, d]");
+  const int64_t rows = residual.dim(0), d = residual.dim(1);
+  check_shape(op, "branch", branch, {rows, d});
+  check_shape(op, "sum", sum, {rows, d});
+  check_shape(op, "gamma", gamma, {d});
+  check_shape(op, "beta", beta, {d});
+  check_shape(op, "y", y, {rows, d});
+  check_shape(op, "mean", mean, {rows});
+  check_shape(op, "rstd", rstd, {rows});
+  detail::require_dropout_p(op, p);
+  check_same_device(op, {&residual, &branch, &sum, &gamma, &beta, &y, &mean, &rstd});
+  detail::require_disjoint_or_same(op, "sum", sum, "residual", residual);
+  detail::require_disjoint_or_same(op, "sum", sum, "branch", branch);
+  detail::require_disjoint(op, "y", y, "residual", residual);
+  detail::require_disjoint(op, "y", y, "branch", branch);
+  detail::require_disjoint(op, "y", y, "sum", sum);
+  if (detail::call_device({&residual, &branch, &sum, &gamma, &beta, &y, &mean, &rstd}) ==
+      Device::cuda)
+    return cuda::dropout_residual_layernorm_forward(residual, branch, sum, p, key, gamma, beta, y,
+                                                    mean, rstd, eps);
+  // Every dtype and data check before the first write.
+  const float* residual_data = detail::cpu_f32(op, "residual", residual);
+  const float* branch_data = detail::cpu_f32(op, "branch", branch);
+  float* sum_data = detail::cpu_f32(op, "sum", sum);
+  const float* gamma_data = detail::cpu_f32(op, "gamma", gamma);
+  const float* beta_data = detail::cpu_f32(op, "beta", beta);
+  float* y_data = detail::cpu_f32(op, "y", y);
+  float* mean_data = detail::cpu_f32(op, "mean", mean);
+  float* rstd_data = detail::cpu_f32(op, "rstd", rstd);
+  cpu::dropout_residual_add(residual_data, branch_data, sum_data, rows * d, p, key);
+  cpu::layernorm_forward(sum_data, gamma_data, beta_data, y_data, mean_data, rstd_data, rows, d,
+                         eps);
 }
 
 }  // namespace nmt

@@ -1,6 +1,8 @@
-// Layer normalisation over the last dimension: y = (x - mean) * rstd * gamma + beta.
+// Layer normalisation over the last dimension: y = (x - mean) * rstd * gamma + beta, and the
+// post-norm sublayer's forward tail fused into it.
 #pragma once
 
+#include "kernels/philox.h"
 #include "kernels/tensor.h"
 
 namespace nmt {
@@ -25,5 +27,19 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
 void layernorm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                             const Tensor& mean, const Tensor& rstd, const Tensor& residual,
                             Tensor& dx, Tensor& d_gamma, Tensor& d_beta);
+
+// The post-norm sublayer's forward tail, out = LN(x + dropout(f(x))), in one pass:
+// dropout_residual_add(residual, branch, sum, p, key) then layernorm_forward(sum, gamma, beta, y,
+// mean, rstd, eps), equal to the two ops bit for bit on both backends (the mask of the same flat
+// element index; sum rounded to the activation dtype as dropout_residual_add stores it, and
+// normalised as layernorm_forward normalises the stored sum). sum, the LayerNorm input, is written
+// for the backward.
+// residual, branch, sum, y: [rows, d], one dtype; gamma, beta: [d]; mean, rstd: [rows] f32
+// (written). sum may be the very same memory as residual or branch (each element is read before it
+// is written); y must not overlap residual, branch or sum (checked, std::invalid_argument).
+void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& branch, Tensor& sum,
+                                        float p, const RngKey& key, const Tensor& gamma,
+                                        const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd,
+                                        float eps);
 
 }  // namespace nmt

@@ -1,7 +1,8 @@
 // bench-kernels: times the CUDA ops at Transformer-base sizes (CUDA events, L2 flushed before each
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
 // Usage: bench-kernels [--runs N] [--verbose]
-//                      [--only attention-fused|column-sums|bias-grad-tails|gemm-algos]
+//                      [--only attention-fused|column-sums|bias-grad-tails|residual-layernorm|
+//                              gemm-algos]
 // gemm-algos runs only when named: it times every cuBLASLt algorithm of each training-step product.
 #include <cuda_runtime.h>
 
@@ -14,6 +15,7 @@
 #include "bench/bench-kernels/bench_bias_grad_tails.h"
 #include "bench/bench-kernels/bench_column_sums.h"
 #include "bench/bench-kernels/bench_gemm_algos.h"
+#include "bench/bench-kernels/bench_residual_layernorm.h"
 #include "bench/bench-kernels/bench_timer.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
@@ -241,7 +243,7 @@ int main(int argc, char** argv) {
   using namespace nmt::bench;
   const char* usage =
       "usage: bench-kernels [--runs N] [--verbose] [--only "
-      "attention-fused|column-sums|bias-grad-tails|gemm-algos]\n"
+      "attention-fused|column-sums|bias-grad-tails|residual-layernorm|gemm-algos]\n"
       "  gemm-algos (only with --only): every cuBLASLt algorithm the heuristic offers for each\n"
       "  product of a base training step; --verbose prints one line per algorithm\n";
   int runs = 30;
@@ -256,6 +258,7 @@ int main(int argc, char** argv) {
                (std::strcmp(argv[i + 1], "attention-fused") == 0 ||
                 std::strcmp(argv[i + 1], "column-sums") == 0 ||
                 std::strcmp(argv[i + 1], "bias-grad-tails") == 0 ||
+                std::strcmp(argv[i + 1], "residual-layernorm") == 0 ||
                 std::strcmp(argv[i + 1], "gemm-algos") == 0)) {
       only = argv[++i];
     } else {
@@ -285,6 +288,10 @@ int main(int argc, char** argv) {
       bench_bias_grad_tails(timer, report);
       return 0;
     }
+    if (only == "residual-layernorm") {
+      bench_residual_layernorm(timer, report);
+      return 0;
+    }
     if (only == "gemm-algos") {
       bench_gemm_algos(timer, verbose);
       return 0;
@@ -297,6 +304,7 @@ int main(int argc, char** argv) {
     bench_linear(timer, 8192, 512, 2048, true);
     bench_column_sums(timer, report);
     bench_bias_grad_tails(timer, report);
+    bench_residual_layernorm(timer, report);
     bench_attention(timer, false);
     bench_attention(timer, true);
     bench_embedding_and_dropout(timer);

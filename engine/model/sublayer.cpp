@@ -36,9 +36,10 @@ Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward&
     dropout_residual_add(x, f_out, out, p_, key_);  // one pass; f_out keeps f's output
   } else {
     f(x, f_out);
-    dropout_residual_add(x, f_out, normed, p_, key_);  // normed_ holds the LN input here
-    layernorm_forward(normed, gain_->compute, bias_->compute, out, mean, rstd,
-                      shape_.layernorm_eps);
+    // normed = x + dropout(f_out), the LN input the backward reads, and out = LN(normed) in one
+    // pass: bit for bit dropout_residual_add then layernorm_forward.
+    dropout_residual_layernorm_forward(x, f_out, normed, p_, key_, gain_->compute, bias_->compute,
+                                       out, mean, rstd, shape_.layernorm_eps);
   }
   return out;
 }

@@ -1,9 +1,11 @@
-// The CUDA layer norm (kernels/layernorm.h dispatches here with the same signatures), enqueued
-// on the current stream (kernels/cuda/stream.h) without synchronising.
+// The CUDA layer norm and its fused tails (kernels/layernorm.h dispatches here with the same
+// signatures), enqueued on the current stream (kernels/cuda/stream.h) without synchronising.
+// layernorm_forward.cu holds the forward ops, layernorm_backward.cu the backward ones.
 // Dtype contract (docs/cuda.md): T is the call's activation dtype (f32, bf16 or f16, one per call);
 // parameter gradients and saved statistics are f32; reductions accumulate in fp32 or wider.
 #pragma once
 
+#include "kernels/philox.h"
 #include "kernels/tensor.h"
 
 namespace nmt::cuda {
@@ -22,4 +24,12 @@ void layernorm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gam
                             const Tensor& mean, const Tensor& rstd, const Tensor& residual,
                             Tensor& dx, Tensor& d_gamma, Tensor& d_beta);
 
+// dropout_residual_add(residual, branch, sum, p, key) then layernorm_forward(sum, gamma, beta, y,
+// mean, rstd, eps) in one pass, equal to them bit for bit (kernels/layernorm.h). residual, branch,
+// sum, y: [rows, d] T (sum may be the very same memory as residual or branch; y overlaps none of
+// them); gamma, beta: [d] T; mean, rstd: [rows] f32.
+void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& branch, Tensor& sum,
+                                        float p, const RngKey& key, const Tensor& gamma,
+                                        const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd,
+                                        float eps);
 }  // namespace nmt::cuda

@@ -1,16 +1,16 @@
-// LayerNorm on the GPU. Rows of up to 1024 columns (a multiple of 8 for 16-bit dtypes, of 4 for
-// f32, 16-byte aligned; or up to 256 of any width) take the register path:
-// one warp per row, the row held in registers as 16-byte packs, statistics in fp32 from a
-// two-pass (mean, then centred squares) sum. Other rows take a block-per-row path through global
-// memory. Parameter gradients are per-block partial sums plus an ordered second pass (reduce.h):
-// deterministic, no float atomics. The backward kernels take ADD_RESIDUAL for
-// layernorm_backward_add: the same kernels, with the residual added as dx is stored.
+// LayerNorm backward on the GPU, and layernorm_backward_add (the pre-norm residual's add in the
+// same kernels). The register path (layernorm_rows.cuh: one warp per row, rows of up to 1024
+// columns) runs one grid's worth of blocks whose warps stride over the rows; parameter gradients
+// are per-block partial sums plus an ordered second pass (reduce.h): deterministic, no float
+// atomics. Other rows take a block-per-row path through global memory. The backward kernels take
+// ADD_RESIDUAL for layernorm_backward_add: the same kernels, with the residual added as dx is
+// stored.
 #include <algorithm>
-#include <type_traits>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/layernorm_rows.cuh"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
@@ -19,67 +19,9 @@
 namespace nmt::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = 8;
-constexpr int kRowThreads = kWarpsPerBlock * 32;
-constexpr int kGenericThreads = 256;
-
-// --- register path: lane l owns CHUNKS packs of VEC columns, pack c at (c * 32 + l) * VEC --------
-
-template <typename T, int VEC, int CHUNKS>
-__global__ void __launch_bounds__(kRowThreads)
-    layernorm_forward_rows(const T* __restrict__ x, const T* __restrict__ gamma,
-                           const T* __restrict__ beta, T* __restrict__ y, float* __restrict__ mean,
-                           float* __restrict__ rstd, int64_t rows, int d, float eps) {
-  using P = Pack<T, VEC>;
-  const int lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (row >= rows) return;
-  const T* x_row = x + row * d;
-  P xs[CHUNKS], gs[CHUNKS], bs[CHUNKS];
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int col = (c * 32 + lane) * VEC;
-    if (col < d) {
-      xs[c] = *reinterpret_cast<const P*>(x_row + col);
-      gs[c] = *reinterpret_cast<const P*>(gamma + col);
-      bs[c] = *reinterpret_cast<const P*>(beta + col);
-    }
-  }
-  float sum = 0.0f;
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c)
-    if ((c * 32 + lane) * VEC < d)
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) sum += to_float(xs[c].v[i]);
-  const float mu = warp_sum(sum) / d;
-  float squares = 0.0f;
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c)
-    if ((c * 32 + lane) * VEC < d)
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) {
-        const float centred = to_float(xs[c].v[i]) - mu;
-        squares += centred * centred;
-      }
-  const float r = rsqrtf(warp_sum(squares) / d + eps);
-  T* y_row = y + row * d;
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int col = (c * 32 + lane) * VEC;
-    if (col < d) {
-      P out;
-#pragma unroll
-      for (int i = 0; i < VEC; ++i)
-        out.v[i] = from_float<T>((to_float(xs[c].v[i]) - mu) * r * to_float(gs[c].v[i]) +
-                                 to_float(bs[c].v[i]));
-      *reinterpret_cast<P*>(y_row + col) = out;
-    }
-  }
-  if (lane == 0) {
-    mean[row] = mu;
-    rstd[row] = r;
-  }
-}
+using layernorm_rows::kGenericThreads;
+using layernorm_rows::kRowThreads;
+using layernorm_rows::kWarpsPerBlock;
 
 // The dx element stored: the input gradient rounded to T, as layernorm_backward stores it, and with
 // ADD_RESIDUAL the residual added to that rounded value in f32 and rounded to T again, as
@@ -205,32 +147,6 @@ __global__ void __launch_bounds__(kRowThreads, VEC* CHUNKS * sizeof(T) <= 32 ? 2
 
 // --- generic path: one block per row through global memory, any width and alignment ------------
 
-template <typename T>
-__global__ void layernorm_forward_generic(const T* __restrict__ x, const T* __restrict__ gamma,
-                                          const T* __restrict__ beta, T* __restrict__ y,
-                                          float* __restrict__ mean, float* __restrict__ rstd,
-                                          int64_t d, float eps) {
-  __shared__ float shared[32];
-  const T* x_row = x + static_cast<int64_t>(blockIdx.x) * d;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) sum += to_float(x_row[i]);
-  const float mu = block_sum(sum, shared) / d;
-  float squares = 0.0f;
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-    const float centred = to_float(x_row[i]) - mu;
-    squares += centred * centred;
-  }
-  const float r = rsqrtf(block_sum(squares, shared) / d + eps);
-  T* y_row = y + static_cast<int64_t>(blockIdx.x) * d;
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
-    y_row[i] =
-        from_float<T>((to_float(x_row[i]) - mu) * r * to_float(gamma[i]) + to_float(beta[i]));
-  if (threadIdx.x == 0) {
-    mean[blockIdx.x] = mu;
-    rstd[blockIdx.x] = r;
-  }
-}
-
 // With ADD_RESIDUAL, dx = residual + the input gradient (stored_dx); residual may be dx: each
 // element is read and then written by one thread.
 template <typename T, bool ADD_RESIDUAL>
@@ -280,87 +196,12 @@ __global__ void layernorm_param_partials_generic(const T* __restrict__ dy, const
   partials[blockIdx.y * 2 * d + d + col] = acc_beta;
 }
 
-// --- launch helpers ----------------------------------------------------------------------------
-
-// Picks the register-path variant for width d and calls f(VEC, CHUNKS) with them as
-// std::integral_constant. A lane holds at most 32 elements of a row (more spills registers in the
-// backward kernel). Returns false when d needs the generic path.
-template <typename T, typename F>
-bool with_row_variant(int64_t d, bool aligned, F&& f) {
-  constexpr int vec = kPackWidth<T>;
-  using One = std::integral_constant<int, 1>;
-  using Vec = std::integral_constant<int, vec>;
-  if (aligned && d % vec == 0) {
-    const int64_t packs = d / vec;
-    if (packs <= 32) return f(Vec{}, One{}), true;
-    if (packs <= 64) return f(Vec{}, std::integral_constant<int, 2>{}), true;
-    if (packs <= 128) return f(Vec{}, std::integral_constant<int, 4>{}), true;
-    if constexpr (vec * 8 <= 32) {
-      if (packs <= 256) return f(Vec{}, std::integral_constant<int, 8>{}), true;
-    }
-  }
-  if (d <= 64) return f(One{}, std::integral_constant<int, 2>{}), true;
-  if (d <= 256) return f(One{}, std::integral_constant<int, 8>{}), true;
-  return false;
-}
-
-void check_common(const char* op, const Tensor& x, const Tensor& gamma) {
-  detail::require_rank(op, "x", x, 2);
-  const int64_t d = x.dim(1);
-  check_shape(op, "gamma", gamma, {d});
-  detail::require_same_dtype(op, "gamma", gamma, "x", x);
-}
-
-}  // namespace
-
-void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                       Tensor& mean, Tensor& rstd, float eps) {
-  constexpr const char* op = "layernorm_forward";
-  check_common(op, x, gamma);
-  const int64_t rows = x.dim(0), d = x.dim(1);
-  check_shape(op, "beta", beta, {d});
-  check_shape(op, "y", y, {rows, d});
-  check_shape(op, "mean", mean, {rows});
-  check_shape(op, "rstd", rstd, {rows});
-  detail::require_same_dtype(op, "beta", beta, "x", x);
-  detail::require_same_dtype(op, "y", y, "x", x);
-  detail::require_dtype(op, "mean", mean, DType::f32);
-  detail::require_dtype(op, "rstd", rstd, DType::f32);
-  detail::require_on_gpu(
-      op,
-      {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}, {"y", &y}, {"mean", &mean}, {"rstd", &rstd}});
-  if (rows == 0 || d == 0) return;
-  cudaStream_t stream = current_stream();
-  const bool aligned = is_aligned16(x.data) && is_aligned16(gamma.data) &&
-                       is_aligned16(beta.data) && is_aligned16(y.data);
-  dispatch_float_dtype(x.dtype, op, "x", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* xp = static_cast<const T*>(x.data);
-    const T* gp = static_cast<const T*>(gamma.data);
-    const T* bp = static_cast<const T*>(beta.data);
-    T* yp = static_cast<T*>(y.data);
-    float* mp = static_cast<float*>(mean.data);
-    float* rp = static_cast<float*>(rstd.data);
-    const bool done = with_row_variant<T>(d, aligned, [&](auto vec, auto chunks) {
-      layernorm_forward_rows<T, decltype(vec)::value, decltype(chunks)::value>
-          <<<blocks_for(rows, kWarpsPerBlock), kRowThreads, 0, stream>>>(
-              xp, gp, bp, yp, mp, rp, rows, static_cast<int>(d), eps);
-    });
-    if (!done)
-      layernorm_forward_generic<T><<<static_cast<unsigned>(rows), kGenericThreads, 0, stream>>>(
-          xp, gp, bp, yp, mp, rp, d, eps);
-    CUDA_CHECK_LAUNCH();
-  });
-}
-
-namespace {
-
 // The checks of both backward ops; residual is layernorm_backward_add's (null for
 // layernorm_backward).
 void check_backward(const char* op, const Tensor& dy, const Tensor& x, const Tensor& gamma,
                     const Tensor& mean, const Tensor& rstd, const Tensor* residual,
                     const Tensor& dx, const Tensor& d_gamma, const Tensor& d_beta) {
-  check_common(op, x, gamma);
+  layernorm_rows::check_common(op, x, gamma);
   const int64_t rows = x.dim(0), d = x.dim(1);
   check_shape(op, "dy", dy, {rows, d});
   check_shape(op, "mean", mean, {rows});
@@ -413,7 +254,7 @@ void launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Te
     const float* rp = static_cast<const float*>(rstd.data);
     const T* residualp = static_cast<const T*>(residual.data);  // null without ADD_RESIDUAL
     T* dxp = static_cast<T*>(dx.data);
-    const bool done = with_row_variant<T>(d, aligned, [&](auto vec, auto chunks) {
+    const bool done = layernorm_rows::with_row_variant<T>(d, aligned, [&](auto vec, auto chunks) {
       auto kernel =
           layernorm_backward_rows<T, decltype(vec)::value, decltype(chunks)::value, ADD_RESIDUAL>;
       const size_t shared_bytes = 2 * static_cast<size_t>(d) * sizeof(float);

@@ -1,0 +1,16 @@
+// bench-kernels' post-norm LayerNorm tail rows: the fused op of kernels/cuda/layernorm.h against
+// the two launches it replaces (dropout_residual_add then layernorm_forward).
+#pragma once
+
+#include "bench/bench-kernels/bench_column_sums.h"
+#include "bench/bench-kernels/bench_timer.h"
+
+namespace nmt::bench {
+
+// Times, bf16, p 0.1, at [8192, 512] and [8192, 1024] (a post-norm sublayer's rows at d_model 512
+// and 1024): the forward pair against dropout_residual_layernorm_forward; in ms and GB/s of the
+// fused op's traffic (read residual and branch, write sum and y), so the pair's rate is what it
+// reaches on the work the fused op does.
+void bench_residual_layernorm(KernelTimer& timer, ReportRow report);
+
+}  // namespace nmt::bench

@@ -1,0 +1,238 @@
+// The post-norm sublayer's fused LayerNorm tail on the GPU, against the two CUDA ops it replaces,
+// run on the same inputs in the same call: dropout_residual_layernorm_forward's sum, y, mean and
+// rstd bit for bit those of dropout_residual_add then layernorm_forward, sum over a fresh buffer,
+// over the residual and over the branch; the sum also equals a host emulation of the two ops'
+// rounding, and y, mean and rstd are close to the CPU LayerNorm of the stored sum.
+// f32 / bf16 / f16; rows 1, 7, 333, 8192; widths 8 to 1040 (register path with one to eight packs
+// a lane, one element a lane, and the generic path: 1040 in every dtype, and every width over 256
+// off 16-byte alignment); p 0, 0.1 and 0.3. Outputs start as NaN (gpu_poisoned), so an element
+// left unwritten fails.
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/elementwise.h"
+#include "kernels/layernorm.h"
+#include "test/cuda/gpu_test_util.h"
+#include "test/kernels/kernel_test_util.h"
+#include "test/support/catch.h"
+
+namespace nmt::test {
+namespace {
+
+constexpr float kEps = 1e-5f;
+const int64_t kRowCounts[] = {1, 7, 333, 8192};
+const int64_t kWidths[] = {8, 64, 96, 512, 520, 1024, 1040};
+const float kDropouts[] = {0.0f, 0.1f, 0.3f};
+const DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
+
+// The LayerNorm path of a width (layernorm_rows.cuh, with_row_variant): the register path for
+// 16-byte packs (8 bf16 / f16 or 4 f32 elements) up to 1024 columns when aligned, or one element
+// a lane up to 256 columns; else the generic path.
+bool register_path(DType dtype, int64_t d, bool aligned) {
+  const int64_t vec = dtype == DType::f32 ? 4 : 8;
+  return (aligned && d % vec == 0 && d / vec <= 1024 / vec) || d <= 256;
+}
+
+std::string path_name(DType dtype, int64_t d, bool aligned) {
+  if (!register_path(dtype, d, aligned)) return "generic path";
+  const int64_t vec = dtype == DType::f32 ? 4 : 8;
+  return aligned && d % vec == 0 ? "register path, packs" : "register path, one element a lane";
+}
+
+// Values away from 0 with random signs, so that a dropped element (0) differs from a kept one.
+std::vector<float> nonzero_values(size_t n, uint64_t seed) {
+  std::vector<float> v = random_floats(n, seed, 0.25f, 2.0f);
+  const std::vector<float> sign = random_floats(n, seed + 1);
+  for (size_t i = 0; i < n; ++i)
+    if (sign[i] < 0) v[i] = -v[i];
+  return v;
+}
+
+// --- forward ---------------------------------------------------------------------------------
+
+struct ForwardOutputs {
+  GpuTensor sum, y, mean, rstd;
+  ForwardOutputs(int64_t rows, int64_t d, DType dtype, int offset)
+      : sum(gpu_poisoned({rows, d}, dtype, offset)),
+        y(gpu_poisoned({rows, d}, dtype, offset)),
+        mean(gpu_poisoned({rows}, DType::f32)),
+        rstd(gpu_poisoned({rows}, DType::f32)) {}
+};
+
+struct ForwardHost {
+  std::vector<float> sum, y, mean, rstd;
+};
+
+ForwardHost download_forward(const Tensor& sum, const ForwardOutputs& out) {
+  return {download(sum), download(out.y.view), download(out.mean.view), download(out.rstd.view)};
+}
+
+void check_identical_forward(const std::string& what, const ForwardHost& got,
+                             const ForwardHost& expected) {
+  check_identical(what + ": sum", got.sum, expected.sum);
+  check_identical(what + ": y", got.y, expected.y);
+  check_identical(what + ": mean", got.mean, expected.mean);
+  check_identical(what + ": rstd", got.rstd, expected.rstd);
+}
+
+// The two ops' sum on the host: the dropped-out branch rounded to the dtype where dropout stores
+// it, then the add in f32 rounded to the dtype (residual and branch already hold dtype values).
+std::vector<float> host_sum(const std::vector<float>& residual, const std::vector<float>& branch,
+                            int64_t rows, int64_t d, float p, const RngKey& key, DType dtype) {
+  std::vector<float> dropped = branch, sum(branch.size());
+  Tensor dropped_view = cpu_view(dropped, {rows, d});
+  dropout_forward(dropped_view, dropped_view, p, key);
+  for (size_t i = 0; i < sum.size(); ++i)
+    sum[i] = round_to(residual[i] + round_to(dropped[i], dtype), dtype);
+  return sum;
+}
+
+void check_forward(DType dtype, int64_t rows, int64_t d, int offset) {
+  const uint64_t seed = static_cast<uint64_t>(rows * 1009 + d * 7 + offset);
+  const auto n = static_cast<size_t>(rows * d);
+  const std::vector<int64_t> shape{rows, d};
+  // A residual away from 0 gives rows a large mean (the two-pass variance).
+  const std::vector<float> residual = rounded(random_floats(n, seed, 1.0f, 3.0f), dtype),
+                           branch = rounded(nonzero_values(n, seed + 2), dtype),
+                           gamma = rounded(random_floats(d, seed + 4, 0.5f, 1.5f), dtype),
+                           beta = rounded(random_floats(d, seed + 5, -0.5f, 0.5f), dtype);
+  const GpuTensor gresidual = upload(residual, shape, dtype, offset),
+                  gbranch = upload(branch, shape, dtype, offset),
+                  ggamma = upload(gamma, {d}, dtype), gbeta = upload(beta, {d}, dtype);
+  for (float p : kDropouts) {
+    INFO("dtype " << dtype_name(dtype) << " rows " << rows << " d " << d << " offset " << offset
+                  << " (" << path_name(dtype, d, offset == 0) << ") p " << p);
+    const RngKey key{20250101, 17, static_cast<uint32_t>(d)};
+
+    // The two ops it replaces.
+    ForwardOutputs two(rows, d, dtype, offset);
+    cuda::dropout_residual_add(gresidual.view, gbranch.view, two.sum.view, p, key);
+    cuda::layernorm_forward(two.sum.view, ggamma.view, gbeta.view, two.y.view, two.mean.view,
+                            two.rstd.view, kEps);
+    const ForwardHost expected = download_forward(two.sum.view, two);
+
+    ForwardOutputs fused(rows, d, dtype, offset);
+    dropout_residual_layernorm_forward(gresidual.view, gbranch.view, fused.sum.view, p, key,
+                                       ggamma.view, gbeta.view, fused.y.view, fused.mean.view,
+                                       fused.rstd.view, kEps);
+    const ForwardHost got = download_forward(fused.sum.view, fused);
+    check_identical_forward("fused against dropout_residual_add + layernorm_forward", got,
+                            expected);
+
+    // sum over the residual, then over the branch (as the sublayer could run it).
+    GpuTensor over_residual = upload(residual, shape, dtype, offset);
+    ForwardOutputs out1(rows, d, dtype, offset);
+    dropout_residual_layernorm_forward(over_residual.view, gbranch.view, over_residual.view, p, key,
+                                       ggamma.view, gbeta.view, out1.y.view, out1.mean.view,
+                                       out1.rstd.view, kEps);
+    check_identical_forward("sum over the residual", download_forward(over_residual.view, out1),
+                            expected);
+    GpuTensor over_branch = upload(branch, shape, dtype, offset);
+    ForwardOutputs out2(rows, d, dtype, offset);
+    dropout_residual_layernorm_forward(gresidual.view, over_branch.view, over_branch.view, p, key,
+                                       ggamma.view, gbeta.view, out2.y.view, out2.mean.view,
+                                       out2.rstd.view, kEps);
+    check_identical_forward("sum over the branch", download_forward(over_branch.view, out2),
+                            expected);
+
+    // The sum is the two ops' rounding of the CPU's mask (the same Philox draws).
+    check_identical("sum against the host's dropout and rounding", got.sum,
+                    host_sum(residual, branch, rows, d, p, key, dtype));
+    // y, mean, rstd against the CPU LayerNorm of the stored sum (the pair's own accuracy is
+    // test_layernorm.cpp's; this says which output drifted if the pair and the op moved together).
+    if (rows <= 333) {
+      std::vector<float> sum = got.sum, y(n), mean(rows), rstd(rows);
+      Tensor y_view = cpu_view(y, shape), mean_view = cpu_view(mean, {rows}),
+             rstd_view = cpu_view(rstd, {rows});
+      std::vector<float> g = gamma, b = beta;
+      layernorm_forward(cpu_view(sum, shape), cpu_view(g, {d}), cpu_view(b, {d}), y_view, mean_view,
+                        rstd_view, kEps);
+      check_close("y against the CPU", dtype, got.y, y, rounded(y, dtype));
+      check_close("mean against the CPU", DType::f32, got.mean, mean, mean);
+      check_close("rstd against the CPU", DType::f32, got.rstd, rstd, rstd, 2.0, 1e-4);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda dropout_residual_layernorm_forward equals dropout_residual_add + layernorm_forward",
+          "[cuda][layernorm][dropout]") {
+  for (DType dtype : kDtypes)
+    for (int64_t d : kWidths)
+      for (int64_t rows : kRowCounts)
+        for (int offset : {0, 1}) check_forward(dtype, rows, d, offset);
+}
+
+TEST_CASE("cuda dropout_residual_layernorm_forward runs the two ops for an unaligned input",
+          "[cuda][layernorm][dropout]") {
+  // sum, gamma, beta, y aligned (layernorm_forward's packs), the residual one element off: the op
+  // cannot read the residual in packs and runs dropout_residual_add then layernorm_forward.
+  for (DType dtype : kDtypes) {
+    const int64_t rows = 33, d = 512;
+    INFO("dtype " << dtype_name(dtype));
+    const std::vector<int64_t> shape{rows, d};
+    const RngKey key{20250103, 3, 1};
+    const std::vector<float> residual = rounded(random_floats(rows * d, 1, 1.0f, 3.0f), dtype),
+                             branch = rounded(nonzero_values(rows * d, 2), dtype),
+                             gamma = rounded(random_floats(d, 3, 0.5f, 1.5f), dtype),
+                             beta = rounded(random_floats(d, 4), dtype);
+    const GpuTensor gresidual = upload(residual, shape, dtype, 1),
+                    gbranch = upload(branch, shape, dtype), ggamma = upload(gamma, {d}, dtype),
+                    gbeta = upload(beta, {d}, dtype);
+    ForwardOutputs two(rows, d, dtype, 0), fused(rows, d, dtype, 0);
+    cuda::dropout_residual_add(gresidual.view, gbranch.view, two.sum.view, 0.1f, key);
+    cuda::layernorm_forward(two.sum.view, ggamma.view, gbeta.view, two.y.view, two.mean.view,
+                            two.rstd.view, kEps);
+    dropout_residual_layernorm_forward(gresidual.view, gbranch.view, fused.sum.view, 0.1f, key,
+                                       ggamma.view, gbeta.view, fused.y.view, fused.mean.view,
+                                       fused.rstd.view, kEps);
+    check_identical_forward("unaligned residual", download_forward(fused.sum.view, fused),
+                            download_forward(two.sum.view, two));
+  }
+}
+
+TEST_CASE("cuda dropout_residual_layernorm_forward rejects mixed dtypes and host tensors",
+          "[cuda][layernorm][errors]") {
+  const int64_t rows = 3, d = 8;
+  const std::vector<int64_t> shape{rows, d};
+  const std::vector<float> values(rows * d, 1.0f), row(d, 1.0f), stats(rows, 1.0f);
+  GpuTensor a = upload(values, shape, DType::bf16), b = upload(values, shape, DType::bf16),
+            c = upload(values, shape, DType::bf16), y = upload(values, shape, DType::bf16),
+            half = upload(values, shape, DType::f16), gamma = upload(row, {d}, DType::bf16),
+            beta = upload(row, {d}, DType::bf16), mean = upload(stats, {rows}, DType::f32),
+            rstd = upload(stats, {rows}, DType::f32),
+            bf16_stats = upload(stats, {rows}, DType::bf16);
+  const auto has = [](const std::string& message, const char* what) {
+    INFO("message: " << message);
+    return message.find(what) != std::string::npos;
+  };
+  CHECK(has(invalid_argument_message([&] {
+              cuda::dropout_residual_layernorm_forward(a.view, half.view, c.view, 0.1f, {},
+                                                       gamma.view, beta.view, y.view, mean.view,
+                                                       rstd.view, kEps);
+            }),
+            "dropout_residual_layernorm_forward: branch [3, 8] f16 cuda must have the dtype of "
+            "residual"));
+  CHECK(has(invalid_argument_message([&] {
+              cuda::dropout_residual_layernorm_forward(a.view, b.view, c.view, 0.1f, {}, gamma.view,
+                                                       beta.view, y.view, bf16_stats.view,
+                                                       rstd.view, kEps);
+            }),
+            "dropout_residual_layernorm_forward: mean must be f32"));
+  std::vector<float> host(rows * d);
+  CHECK(has(invalid_argument_message([&] {
+              Tensor host_y = cpu_view(host, shape);
+              host_y.dtype = DType::bf16;
+              cuda::dropout_residual_layernorm_forward(a.view, b.view, c.view, 0.1f, {}, gamma.view,
+                                                       beta.view, host_y, mean.view, rstd.view,
+                                                       kEps);
+            }),
+            "dropout_residual_layernorm_forward: y [3, 8] bf16 cpu must be on the GPU"));
+}
+
+}  // namespace nmt::test
