@@ -2,11 +2,16 @@
 #include "kernels/linear.h"
 
 #include "kernels/cpu/linear.h"
+#include "kernels/cuda/blas.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/elementwise.h"
 #include "kernels/op_checks.h"
 
 namespace nmt {
+
+void set_gemm_autotune(bool on) {
+  cuda::set_gemm_autotune(on);
+}
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   constexpr const char* op = "linear_forward";

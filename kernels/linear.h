@@ -12,6 +12,10 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 // pass over y). Its backward is relu_backward (kernels/elementwise.h) on y, then linear_backward.
 void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 
+// GPU products: at each shape's first use, time the algorithms cuBLASLt lists and keep the fastest
+// (kernels/cuda/blas.h: set_gemm_autotune). Off by default; the CPU products ignore it.
+void set_gemm_autotune(bool on);
+
 // How linear_backward stores dx: written (=), or added (+=) to what dx holds. Adding lets a
 // residual's gradient, already in dx, take the product's sum without a separate add pass (on the
 // GPU it is the product's own beta = 1: one rounding to dx's dtype instead of two).

@@ -38,6 +38,7 @@
 #include "engine/train/train_device.h"
 #include "engine/train/training_data.h"
 #include "kernels/elementwise.h"
+#include "kernels/linear.h"
 
 namespace nmt {
 
@@ -228,6 +229,11 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   // After the data is found: a bad data path stays a one-line error (test/apps/train_cli_test.sh).
   data_ = make_training_data(cfg, dp.world_size(), dp.rank());
   for (const std::string& line : device_lines) out << line << "\n";
+  if (cfg.train.gemm_autotune && device_ == Device::cuda) {
+    set_gemm_autotune(true);
+    out << "cuBLASLt autotuning on (train.gemm_autotune): each product shape's algorithm is "
+           "timed at its first use\n";
+  }
   vocab_path_ = vocabulary_path(cfg);
   report_.dataset = read_dataset_stats(cfg.data);
   report_.peak = device_peak_for_training(device_, cfg.train.precision);
@@ -432,9 +438,8 @@ void TrainingRun::save(std::optional<CheckpointMetric> metric) {
   s.data_position = data_->position();
   s.seed = seed_;
   s.loss_scale = loss_scaler_.scale();
-  s.lr_schedule = {
-      {"policy", std::string(config_name(cfg_.lr_schedule.policy))},
-      {"lr", learning_rate_at(lr_, model_->shape().d_model, state_.step)}};
+  s.lr_schedule = {{"policy", std::string(config_name(cfg_.lr_schedule.policy))},
+                   {"lr", learning_rate_at(lr_, model_->shape().d_model, state_.step)}};
   s.vocab_path = vocab_path_;
   s.extra = state_.extra();
   s.extra["loss_scale_clean_steps"] = loss_scaler_.to_json()["clean_steps"];
