@@ -1,10 +1,11 @@
-// Dispatch of layer normalisation and its fused sublayer tail (kernels/layernorm.h) to the CPU or
-// CUDA backend. On the CPU the fused tail runs the reference routines of the ops it replaces, one
-// after the other, so its results are those ops' bit for bit.
+// Dispatch of layer normalisation and its fused sublayer tails (kernels/layernorm.h) to the CPU or
+// CUDA backend. On the CPU the fused tails run the reference routines of the ops they replace, one
+// after the other, so their results are those ops' bit for bit.
 #include "kernels/layernorm.h"
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/op_checks.h"
 
@@ -119,6 +120,47 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
   cpu::dropout_residual_add(residual_data, branch_data, sum_data, rows * d, p, key);
   cpu::layernorm_forward(sum_data, gamma_data, beta_data, y_data, mean_data, rstd_data, rows, d,
                          eps);
+}
+
+void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                     const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                     Tensor& d_gamma, Tensor& d_beta, Tensor& d_branch, float p,
+                                     const RngKey& key, Tensor& d_branch_bias) {
+  constexpr const char* op = "layernorm_backward_dropout_bias";
+  check_backward(op, dy, x, gamma, mean, rstd, nullptr, dx, d_gamma, d_beta);
+  const int64_t rows = x.dim(0), d = x.dim(1);
+  check_shape(op, "d_branch", d_branch, {rows, d});
+  check_shape(op, "d_branch_bias", d_branch_bias, {d});
+  detail::require_dropout_p(op, p);
+  check_same_device(op, {&dy, &x, &d_branch, &d_branch_bias});
+  detail::require_disjoint_or_same(op, "dx", dx, "dy", dy);
+  detail::require_disjoint(op, "dx", dx, "x", x);
+  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
+  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
+  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
+  if (detail::call_device({&dy, &x, &gamma, &mean, &rstd, &dx, &d_gamma, &d_beta, &d_branch,
+                           &d_branch_bias}) == Device::cuda)
+    return cuda::layernorm_backward_dropout_bias(dy, x, gamma, mean, rstd, dx, d_gamma, d_beta,
+                                                 d_branch, p, key, d_branch_bias);
+  // Every dtype and data check before the first write.
+  const float* dy_data = detail::cpu_f32(op, "dy", dy);
+  const float* x_data = detail::cpu_f32(op, "x", x);
+  const float* gamma_data = detail::cpu_f32(op, "gamma", gamma);
+  const float* mean_data = detail::cpu_f32(op, "mean", mean);
+  const float* rstd_data = detail::cpu_f32(op, "rstd", rstd);
+  float* dx_data = detail::cpu_f32(op, "dx", dx);
+  float* d_gamma_data = detail::cpu_f32(op, "d_gamma", d_gamma);
+  float* d_beta_data = detail::cpu_f32(op, "d_beta", d_beta);
+  float* d_branch_data = detail::cpu_f32(op, "d_branch", d_branch);
+  float* d_branch_bias_data = detail::cpu_f32(op, "d_branch_bias", d_branch_bias);
+  // layernorm_backward, then dropout_backward_bias's two steps (bias_grad_tails.cpp).
+  cpu::layernorm_backward(dy_data, x_data, gamma_data, mean_data, rstd_data, dx_data, d_gamma_data,
+                          d_beta_data, rows, d);
+  cpu::dropout_apply(dx_data, d_branch_data, rows * d, p, key);
+  cpu::accumulate_column_sums(d_branch_data, rows, d, d_branch_bias_data);
 }
 
 }  // namespace nmt

@@ -1,5 +1,5 @@
 // Layer normalisation over the last dimension: y = (x - mean) * rstd * gamma + beta, and the
-// post-norm sublayer's forward tail fused into it.
+// sublayer tails fused into it.
 #pragma once
 
 #include "kernels/philox.h"
@@ -41,5 +41,23 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
                                         float p, const RngKey& key, const Tensor& gamma,
                                         const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd,
                                         float eps);
+
+// The post-norm sublayer's backward tail in one pass: layernorm_backward(dy, x, gamma, mean, rstd,
+// dx, d_gamma, d_beta) then dropout_backward_bias(dx, d_branch, p, key, d_branch_bias). dx (the
+// LayerNorm's input gradient: the residual's gradient, written =) and d_branch (its dropout
+// backward: the gradient of the branch f(x), written =) are the pair's bit for bit, d_branch
+// computed from dx as rounded to the activation dtype; d_gamma, d_beta and d_branch_bias
+// (the gradient of f's output bias: d_branch's column sums) are accumulated (+=). On the CPU every
+// result is the pair's bit for bit; on the GPU d_gamma and d_beta are too, and d_branch_bias is
+// summed in the fixed order of the LayerNorm's parameter gradients rather than of the column sums
+// (docs/cuda.md), deterministic run to run on one GPU.
+// dy, x, dx, d_branch: [rows, d], one dtype; gamma: [d]; mean, rstd: [rows] f32; d_gamma,
+// d_beta, d_branch_bias: [d] f32. dx may be the very same memory as dy, and must not overlap x;
+// d_branch must not overlap dy, x or dx; d_branch_bias must not overlap dy, dx or d_branch (all
+// checked, std::invalid_argument).
+void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                     const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                     Tensor& d_gamma, Tensor& d_beta, Tensor& d_branch, float p,
+                                     const RngKey& key, Tensor& d_branch_bias);
 
 }  // namespace nmt

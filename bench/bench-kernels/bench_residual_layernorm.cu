@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bench/bench-kernels/bench_residual_layernorm.h"
+#include "kernels/cuda/bias_grad_tails.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/layernorm.h"
 
@@ -38,10 +39,40 @@ void bench_forward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d
   report("dropout_residual_layernorm_forward bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
 }
 
+// The sublayer's backward tail: d_x = LN'(d_out), d_f = dropout'(d_x) and f's output bias
+// gradient from d_f.
+void bench_backward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d) {
+  DeviceTensor dy({rows, d}, DType::bf16), x({rows, d}, DType::bf16), dx({rows, d}, DType::bf16),
+      d_branch({rows, d}, DType::bf16), gamma({d}, DType::bf16), mean({rows}, DType::f32),
+      rstd({rows}, DType::f32), d_gamma({d}, DType::f32), d_beta({d}, DType::f32),
+      d_branch_bias({d}, DType::f32);
+  fill_uniform(dy.view, -1, 1, 65);
+  fill_uniform(x.view, -2, 2, 66);
+  fill_uniform(gamma.view, 0.5f, 1.5f, 67);
+  fill_uniform(mean.view, -0.1f, 0.1f, 68);
+  fill_uniform(rstd.view, 0.5f, 1.5f, 69);
+  const RngKey key{5, 6, 8};
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(d);
+  const double bytes = 4.0 * static_cast<double>(rows * d) * 2;
+  double ms = timer.median_ms([&] {
+    cuda::layernorm_backward(dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view,
+                             d_gamma.view, d_beta.view);
+    cuda::dropout_backward_bias(dx.view, d_branch.view, kDropout, key, d_branch_bias.view);
+  });
+  report("layernorm_backward + dropout_backward_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
+  ms = timer.median_ms([&] {
+    cuda::layernorm_backward_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
+                                          dx.view, d_gamma.view, d_beta.view, d_branch.view,
+                                          kDropout, key, d_branch_bias.view);
+  });
+  report("layernorm_backward_dropout_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
+}
+
 }  // namespace
 
 void bench_residual_layernorm(KernelTimer& timer, ReportRow report) {
   for (int64_t d : {512, 1024}) bench_forward(timer, report, 8192, d);
+  for (int64_t d : {512, 1024}) bench_backward(timer, report, 8192, d);
 }
 
 }  // namespace nmt::bench

@@ -1,5 +1,6 @@
-// bench-kernels' post-norm LayerNorm tail rows: the fused op of kernels/cuda/layernorm.h against
-// the two launches it replaces (dropout_residual_add then layernorm_forward).
+// bench-kernels' post-norm LayerNorm tail rows: the fused ops of kernels/cuda/layernorm.h against
+// the two launches each replaces (dropout_residual_add then layernorm_forward; layernorm_backward
+// then dropout_backward_bias).
 #pragma once
 
 #include "bench/bench-kernels/bench_column_sums.h"
@@ -8,9 +9,10 @@
 namespace nmt::bench {
 
 // Times, bf16, p 0.1, at [8192, 512] and [8192, 1024] (a post-norm sublayer's rows at d_model 512
-// and 1024): the forward pair against dropout_residual_layernorm_forward; in ms and GB/s of the
-// fused op's traffic (read residual and branch, write sum and y), so the pair's rate is what it
-// reaches on the work the fused op does.
+// and 1024): the forward pair against dropout_residual_layernorm_forward, and the backward pair
+// against layernorm_backward_dropout_bias; in ms and GB/s of the fused op's traffic (forward: read
+// residual and branch, write sum and y; backward: read dy and x, write dx and d_branch), so the
+// pair's rate is what it reaches on the work the fused op does.
 void bench_residual_layernorm(KernelTimer& timer, ReportRow report);
 
 }  // namespace nmt::bench

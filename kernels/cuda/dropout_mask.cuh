@@ -1,7 +1,8 @@
 // The dropout mask on the GPU, shared by the kernels that apply it (elementwise.cu, the fused
-// backward tails of bias_grad_tails.cu, the fused residual LayerNorm of layernorm_forward.cu): one
-// Philox call per block of four consecutive flat elements, element e in block e / 4 at lane e % 4,
-// the draws of the CPU's dropout_keep (kernels/philox.h) bit for bit.
+// backward tails of bias_grad_tails.cu, the LayerNorm kernels with a dropout tail of
+// layernorm_forward.cu and layernorm_backward.cu): one Philox call per block of four consecutive
+// flat elements, element e in block e / 4 at lane e % 4, the draws of the CPU's dropout_keep
+// (kernels/philox.h) bit for bit.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,7 @@
 // Deterministic column sums. accumulate_column_sums: one launch over (column tiles, row parts)
-// whose last block per tile adds the parts in order; accumulate_partial_sum_pair: an ordered sum of
-// parts that another kernel wrote (LayerNorm's parameter gradients).
+// whose last block per tile adds the parts in order; accumulate_partial_sum_pair / _triple: an
+// ordered sum of parts that another kernel wrote (LayerNorm's parameter gradients, and the bias
+// gradient of its dropout tail).
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/device_util.cuh"
@@ -12,27 +13,43 @@ namespace {
 constexpr int kTile = 32;
 
 // Block (32 columns) x (32 part lanes): lane y sums parts y, y+32, ...; then row y = 0 adds the 32
-// lane sums in order. Every run adds the same numbers in the same order.
-// Columns [0, split) go to first, [split, cols) to second.
+// lane sums in order. Every run adds the same numbers in the same order, and a column's sum
+// depends on that column's partials alone (not on how many outputs share the partial rows).
+// partials: [parts, outputs * cols]; column o * cols + c goes to output o (first, second, third)
+// at c.
+struct PartialSumOutputs {
+  float *first, *second, *third;
+};
+
 __global__ void accumulate_partial_sums_kernel(const float* __restrict__ partials, int64_t parts,
-                                               int64_t cols, int64_t split, float* first,
-                                               float* second) {
+                                               int64_t cols, int outputs, PartialSumOutputs outs) {
   __shared__ float lane_sums[kTile][kTile + 1];
+  const int64_t width = outputs * cols;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
   float sum = 0.0f;
-  if (col < cols)
-    for (int64_t p = threadIdx.y; p < parts; p += kTile) sum += partials[p * cols + col];
+  if (col < width)
+    for (int64_t p = threadIdx.y; p < parts; p += kTile) sum += partials[p * width + col];
   lane_sums[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
+  if (threadIdx.y == 0 && col < width) {
     float total = 0.0f;
 #pragma unroll
     for (int j = 0; j < kTile; ++j) total += lane_sums[j][threadIdx.x];
-    if (col < split)
-      first[col] += total;
+    if (col < cols)
+      outs.first[col] += total;
+    else if (col < 2 * cols)
+      outs.second[col - cols] += total;
     else
-      second[col - split] += total;
+      outs.third[col - 2 * cols] += total;
   }
+}
+
+void accumulate_partial_sums(const float* partials, int64_t parts, int64_t cols,
+                             PartialSumOutputs outs, int outputs, cudaStream_t stream) {
+  if (cols == 0 || parts == 0) return;
+  accumulate_partial_sums_kernel<<<blocks_for(outputs * cols, kTile), dim3(kTile, kTile), 0,
+                                   stream>>>(partials, parts, cols, outputs, outs);
+  CUDA_CHECK_LAUNCH();
 }
 
 // ---- accumulate_column_sums ----
@@ -100,10 +117,12 @@ void launch_column_sums(const Tensor& matrix, float* out, cudaStream_t stream) {
 
 void accumulate_partial_sum_pair(const float* partials, int64_t parts, int64_t cols, float* first,
                                  float* second, cudaStream_t stream) {
-  if (cols == 0 || parts == 0) return;
-  accumulate_partial_sums_kernel<<<blocks_for(2 * cols, kTile), dim3(kTile, kTile), 0, stream>>>(
-      partials, parts, 2 * cols, cols, first, second);
-  CUDA_CHECK_LAUNCH();
+  accumulate_partial_sums(partials, parts, cols, {first, second, nullptr}, 2, stream);
+}
+
+void accumulate_partial_sum_triple(const float* partials, int64_t parts, int64_t cols, float* first,
+                                   float* second, float* third, cudaStream_t stream) {
+  accumulate_partial_sums(partials, parts, cols, {first, second, third}, 3, stream);
 }
 
 void accumulate_column_sums(const Tensor& matrix, float* out, cudaStream_t stream) {

@@ -15,6 +15,11 @@ namespace nmt::cuda {
 // output); first, second: [cols] f32.
 void accumulate_partial_sum_pair(const float* partials, int64_t parts, int64_t cols, float* first,
                                  float* second, cudaStream_t stream);
+// As accumulate_partial_sum_pair with a third output from columns [2 * cols, 3 * cols):
+// partials: [parts, 3 * cols] f32; first, second, third: [cols] f32. Each column is summed in the
+// pair's order, so first and second get the bits the pair gives for the same partials.
+void accumulate_partial_sum_triple(const float* partials, int64_t parts, int64_t cols, float* first,
+                                   float* second, float* third, cudaStream_t stream);
 
 // out[c] += sum over rows of matrix[r, c], in an order fixed by the shape (the same bits on every
 // run, whatever the GPU's size). matrix: [rows, cols] f32, bf16 or f16 at any alignment (16-byte

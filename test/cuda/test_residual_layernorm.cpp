@@ -1,8 +1,15 @@
-// The post-norm sublayer's fused LayerNorm tail on the GPU, against the two CUDA ops it replaces,
-// run on the same inputs in the same call: dropout_residual_layernorm_forward's sum, y, mean and
-// rstd bit for bit those of dropout_residual_add then layernorm_forward, sum over a fresh buffer,
-// over the residual and over the branch; the sum also equals a host emulation of the two ops'
-// rounding, and y, mean and rstd are close to the CPU LayerNorm of the stored sum.
+// The post-norm sublayer's fused LayerNorm tails on the GPU, against the two CUDA ops each
+// replaces, run on the same inputs in the same call:
+// - dropout_residual_layernorm_forward: sum, y, mean and rstd bit for bit those of
+//   dropout_residual_add then layernorm_forward, sum over a fresh buffer, over the residual and
+//   over the branch; the sum also equals a host emulation of the two ops' rounding, and y, mean
+//   and rstd are close to the CPU LayerNorm of the stored sum.
+// - layernorm_backward_dropout_bias: dx, d_gamma, d_beta and d_branch bit for bit those of
+//   layernorm_backward then dropout_backward_bias, dx over dy too; d_branch_bias (summed in the
+//   LayerNorm gradients' order on the register path) the same bits on every call, and as close to
+//   a double-precision sum of the stored d_branch as the pair's (at most 2x its error in L2, 3x its
+//   largest, plus one f32 ulp of the column's absolute sum); where the op runs the pair (the
+//   generic widths, an unaligned d_branch), the pair's bits.
 // f32 / bf16 / f16; rows 1, 7, 333, 8192; widths 8 to 1040 (register path with one to eight packs
 // a lane, one element a lane, and the generic path: 1040 in every dtype, and every width over 256
 // off 16-byte alignment); p 0, 0.1 and 0.3. Outputs start as NaN (gpu_poisoned), so an element
@@ -12,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/bias_grad_tails.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/elementwise.h"
@@ -31,7 +39,7 @@ const DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
 
 // The LayerNorm path of a width (layernorm_rows.cuh, with_row_variant): the register path for
 // 16-byte packs (8 bf16 / f16 or 4 f32 elements) up to 1024 columns when aligned, or one element
-// a lane up to 256 columns; else the generic path.
+// a lane up to 256 columns; else the generic path, where the fused backward runs the two ops.
 bool register_path(DType dtype, int64_t d, bool aligned) {
   const int64_t vec = dtype == DType::f32 ? 4 : 8;
   return (aligned && d % vec == 0 && d / vec <= 1024 / vec) || d <= 256;
@@ -158,6 +166,146 @@ void check_forward(DType dtype, int64_t rows, int64_t d, int offset) {
   }
 }
 
+// --- backward --------------------------------------------------------------------------------
+
+struct BackwardOutputs {
+  GpuTensor dx, d_gamma, d_beta, d_branch, d_branch_bias;
+  BackwardOutputs(int64_t rows, int64_t d, DType dtype, int offset,
+                  const std::vector<float>& grad_init)
+      : dx(gpu_poisoned({rows, d}, dtype, offset)),
+        d_gamma(upload(grad_init, {d}, DType::f32)),
+        d_beta(upload(grad_init, {d}, DType::f32)),
+        d_branch(gpu_poisoned({rows, d}, dtype, offset)),
+        d_branch_bias(upload(grad_init, {d}, DType::f32)) {}
+};
+
+struct BackwardHost {
+  std::vector<float> dx, d_gamma, d_beta, d_branch, d_branch_bias;
+};
+
+BackwardHost download_backward(const Tensor& dx, const BackwardOutputs& out) {
+  return {download(dx), download(out.d_gamma.view), download(out.d_beta.view),
+          download(out.d_branch.view), download(out.d_branch_bias.view)};
+}
+
+// Everything but d_branch_bias, which check_branch_bias judges.
+void check_identical_backward(const std::string& what, const BackwardHost& got,
+                              const BackwardHost& expected) {
+  check_identical(what + ": dx", got.dx, expected.dx);
+  check_identical(what + ": d_gamma", got.d_gamma, expected.d_gamma);
+  check_identical(what + ": d_beta", got.d_beta, expected.d_beta);
+  check_identical(what + ": d_branch", got.d_branch, expected.d_branch);
+}
+
+// d_branch_bias = init + the column sums of the stored d_branch, in f32 in two orders: the fused
+// op's and the pair's (column_sums.cuh). Both are judged against a double sum of the same values:
+// the fused error at most 2x the pair's in L2 and 3x the pair's largest per column, plus one f32
+// ulp of the column's absolute sum (the scale below which no f32 sum is exact).
+void check_branch_bias(const std::vector<float>& fused, const std::vector<float>& pair,
+                       const std::vector<float>& d_branch, const std::vector<float>& init,
+                       int64_t rows, int64_t d) {
+  std::vector<double> exact(init.begin(), init.end()), magnitude(d);
+  for (int64_t c = 0; c < d; ++c) magnitude[c] = std::fabs(init[c]);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) {
+      exact[c] += d_branch[r * d + c];
+      magnitude[c] += std::fabs(d_branch[r * d + c]);
+    }
+  double fused_l2 = 0, pair_l2 = 0, floor_l2 = 0, pair_max = 0, worst_excess = 0;
+  int64_t worst = 0;
+  bool finite = true;
+  for (int64_t c = 0; c < d; ++c) {
+    const double fused_error = std::fabs(fused[c] - exact[c]);
+    const double pair_error = std::fabs(pair[c] - exact[c]);
+    const double floor = FLT_EPSILON * magnitude[c];
+    finite = finite && std::isfinite(fused_error);
+    fused_l2 += fused_error * fused_error;
+    pair_l2 += pair_error * pair_error;
+    floor_l2 += floor * floor;
+    pair_max = std::max(pair_max, pair_error);
+    if (fused_error - floor > worst_excess) {
+      worst_excess = fused_error - floor;
+      worst = c;
+    }
+  }
+  fused_l2 = std::sqrt(fused_l2);
+  pair_l2 = std::sqrt(pair_l2);
+  floor_l2 = std::sqrt(floor_l2);
+  INFO("d_branch_bias against a double sum of the stored d_branch: fused error L2 "
+       << fused_l2 << ", pair error L2 " << pair_l2 << ", floor L2 " << floor_l2
+       << "; largest fused error beyond its column's floor " << worst_excess << " (column " << worst
+       << ", fused " << fused[worst] << ", pair " << pair[worst] << ", exact " << exact[worst]
+       << "), pair's largest error " << pair_max);
+  CHECK(finite);
+  CHECK(fused_l2 <= 2.0 * pair_l2 + floor_l2);
+  CHECK(worst_excess <= 3.0 * pair_max);
+}
+
+void check_backward(DType dtype, int64_t rows, int64_t d, int offset) {
+  const uint64_t seed = static_cast<uint64_t>(rows * 2003 + d * 11 + offset);
+  const auto n = static_cast<size_t>(rows * d);
+  const std::vector<int64_t> shape{rows, d};
+  const bool register_kernel = register_path(dtype, d, offset == 0);
+  const std::vector<float> x = rounded(random_floats(n, seed, -2.0f, 3.0f), dtype),
+                           gamma = rounded(random_floats(d, seed + 1, 0.5f, 1.5f), dtype),
+                           dy = rounded(random_floats(n, seed + 2), dtype),
+                           grad_init = random_floats(d, seed + 3);
+  // The saved statistics, from the CPU on x as the dtype holds it.
+  std::vector<float> mean(rows), rstd(rows);
+  {
+    std::vector<float> y(n), beta(d, 0.0f), x_copy = x, gamma_copy = gamma;
+    Tensor y_view = cpu_view(y, shape), mean_view = cpu_view(mean, {rows}),
+           rstd_view = cpu_view(rstd, {rows});
+    layernorm_forward(cpu_view(x_copy, shape), cpu_view(gamma_copy, {d}), cpu_view(beta, {d}),
+                      y_view, mean_view, rstd_view, kEps);
+  }
+  const GpuTensor gx = upload(x, shape, dtype, offset), ggamma = upload(gamma, {d}, dtype),
+                  gdy = upload(dy, shape, dtype, offset), gmean = upload(mean, {rows}, DType::f32),
+                  grstd = upload(rstd, {rows}, DType::f32);
+  for (float p : kDropouts) {
+    INFO("dtype " << dtype_name(dtype) << " rows " << rows << " d " << d << " offset " << offset
+                  << " (" << path_name(dtype, d, offset == 0) << ") p " << p);
+    const RngKey key{20250102, 23, static_cast<uint32_t>(d)};
+    const auto fused_call = [&](const Tensor& dy_view, BackwardOutputs& out, Tensor& dx_view) {
+      layernorm_backward_dropout_bias(dy_view, gx.view, ggamma.view, gmean.view, grstd.view,
+                                      dx_view, out.d_gamma.view, out.d_beta.view, out.d_branch.view,
+                                      p, key, out.d_branch_bias.view);
+    };
+
+    // The two ops it replaces.
+    BackwardOutputs two(rows, d, dtype, offset, grad_init);
+    cuda::layernorm_backward(gdy.view, gx.view, ggamma.view, gmean.view, grstd.view, two.dx.view,
+                             two.d_gamma.view, two.d_beta.view);
+    cuda::dropout_backward_bias(two.dx.view, two.d_branch.view, p, key, two.d_branch_bias.view);
+    const BackwardHost expected = download_backward(two.dx.view, two);
+
+    BackwardOutputs fused(rows, d, dtype, offset, grad_init);
+    fused_call(gdy.view, fused, fused.dx.view);
+    const BackwardHost got = download_backward(fused.dx.view, fused);
+    check_identical_backward("fused against layernorm_backward + dropout_backward_bias", got,
+                             expected);
+    check_branch_bias(got.d_branch_bias, expected.d_branch_bias, got.d_branch, grad_init, rows, d);
+    if (!register_kernel)
+      check_identical("d_branch_bias on the generic path (the pair's)", got.d_branch_bias,
+                      expected.d_branch_bias);
+
+    // A second call gives the same bits, d_branch_bias included.
+    BackwardOutputs again(rows, d, dtype, offset, grad_init);
+    fused_call(gdy.view, again, again.dx.view);
+    const BackwardHost got_again = download_backward(again.dx.view, again);
+    check_identical_backward("second call", got_again, got);
+    check_identical("second call: d_branch_bias", got_again.d_branch_bias, got.d_branch_bias);
+
+    // dx over dy, as the sublayer runs it (the LayerNorm's input gradient into d_x in place).
+    GpuTensor in_place = upload(dy, shape, dtype, offset);
+    BackwardOutputs over(rows, d, dtype, offset, grad_init);
+    fused_call(in_place.view, over, in_place.view);
+    const BackwardHost got_over = download_backward(in_place.view, over);
+    check_identical_backward("dx over dy", got_over, expected);
+    check_identical("dx over dy: d_branch_bias", got_over.d_branch_bias, got.d_branch_bias);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cuda dropout_residual_layernorm_forward equals dropout_residual_add + layernorm_forward",
@@ -196,7 +344,48 @@ TEST_CASE("cuda dropout_residual_layernorm_forward runs the two ops for an unali
   }
 }
 
-TEST_CASE("cuda dropout_residual_layernorm_forward rejects mixed dtypes and host tensors",
+TEST_CASE("cuda layernorm_backward_dropout_bias equals layernorm_backward + dropout_backward_bias",
+          "[cuda][layernorm][dropout][bias_grad_tails]") {
+  for (DType dtype : kDtypes)
+    for (int64_t d : kWidths)
+      for (int64_t rows : kRowCounts)
+        for (int offset : {0, 1}) check_backward(dtype, rows, d, offset);
+}
+
+TEST_CASE("cuda layernorm_backward_dropout_bias runs the two ops for an unaligned d_branch",
+          "[cuda][layernorm][dropout][bias_grad_tails]") {
+  // dy, x, gamma, dx aligned (layernorm_backward's packs), d_branch one element off: the op runs
+  // the pair, d_branch_bias included, bit for bit.
+  for (DType dtype : kDtypes) {
+    const int64_t rows = 300, d = 512;
+    INFO("dtype " << dtype_name(dtype));
+    const std::vector<int64_t> shape{rows, d};
+    const RngKey key{20250104, 5, 2};
+    const std::vector<float> x = rounded(random_floats(rows * d, 5, -2.0f, 3.0f), dtype),
+                             gamma = rounded(random_floats(d, 6, 0.5f, 1.5f), dtype),
+                             dy = rounded(random_floats(rows * d, 7), dtype),
+                             grad_init = random_floats(d, 8);
+    const std::vector<float> mean(rows, 0.5f), rstd(rows, 0.8f);
+    const GpuTensor gx = upload(x, shape, dtype), ggamma = upload(gamma, {d}, dtype),
+                    gdy = upload(dy, shape, dtype), gmean = upload(mean, {rows}, DType::f32),
+                    grstd = upload(rstd, {rows}, DType::f32);
+    BackwardOutputs two(rows, d, dtype, 0, grad_init), fused(rows, d, dtype, 0, grad_init);
+    fused.d_branch = gpu_poisoned(shape, dtype, 1);
+    two.d_branch = gpu_poisoned(shape, dtype, 1);
+    cuda::layernorm_backward(gdy.view, gx.view, ggamma.view, gmean.view, grstd.view, two.dx.view,
+                             two.d_gamma.view, two.d_beta.view);
+    cuda::dropout_backward_bias(two.dx.view, two.d_branch.view, 0.3f, key, two.d_branch_bias.view);
+    layernorm_backward_dropout_bias(gdy.view, gx.view, ggamma.view, gmean.view, grstd.view,
+                                    fused.dx.view, fused.d_gamma.view, fused.d_beta.view,
+                                    fused.d_branch.view, 0.3f, key, fused.d_branch_bias.view);
+    const BackwardHost expected = download_backward(two.dx.view, two),
+                       got = download_backward(fused.dx.view, fused);
+    check_identical_backward("unaligned d_branch", got, expected);
+    check_identical("unaligned d_branch: d_branch_bias", got.d_branch_bias, expected.d_branch_bias);
+  }
+}
+
+TEST_CASE("cuda LayerNorm tails reject mixed dtypes and host tensors, naming the op and tensor",
           "[cuda][layernorm][errors]") {
   const int64_t rows = 3, d = 8;
   const std::vector<int64_t> shape{rows, d};
@@ -206,7 +395,8 @@ TEST_CASE("cuda dropout_residual_layernorm_forward rejects mixed dtypes and host
             half = upload(values, shape, DType::f16), gamma = upload(row, {d}, DType::bf16),
             beta = upload(row, {d}, DType::bf16), mean = upload(stats, {rows}, DType::f32),
             rstd = upload(stats, {rows}, DType::f32),
-            bf16_stats = upload(stats, {rows}, DType::bf16);
+            bf16_stats = upload(stats, {rows}, DType::bf16), d_gamma = upload(row, {d}, DType::f32),
+            d_beta = upload(row, {d}, DType::f32), d_branch_bias = upload(row, {d}, DType::f32);
   const auto has = [](const std::string& message, const char* what) {
     INFO("message: " << message);
     return message.find(what) != std::string::npos;
@@ -233,6 +423,18 @@ TEST_CASE("cuda dropout_residual_layernorm_forward rejects mixed dtypes and host
                                                        kEps);
             }),
             "dropout_residual_layernorm_forward: y [3, 8] bf16 cpu must be on the GPU"));
+  CHECK(has(invalid_argument_message([&] {
+              cuda::layernorm_backward_dropout_bias(a.view, b.view, gamma.view, mean.view,
+                                                    rstd.view, c.view, d_gamma.view, d_beta.view,
+                                                    half.view, 0.1f, {}, d_branch_bias.view);
+            }),
+            "layernorm_backward_dropout_bias: d_branch [3, 8] f16 cuda must have the dtype of x"));
+  CHECK(has(invalid_argument_message([&] {
+              cuda::layernorm_backward_dropout_bias(a.view, b.view, gamma.view, mean.view,
+                                                    rstd.view, c.view, d_gamma.view, d_beta.view,
+                                                    y.view, 0.1f, {}, gamma.view);
+            }),
+            "layernorm_backward_dropout_bias: d_branch_bias must be f32"));
 }
 
 }  // namespace nmt::test

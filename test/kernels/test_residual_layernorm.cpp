@@ -1,13 +1,15 @@
-// The post-norm sublayer's fused LayerNorm tail (kernels/layernorm.h) on the CPU:
-// dropout_residual_layernorm_forward equals dropout_residual_add then layernorm_forward bit for bit
-// (every output, at odd shapes and on the multi-threaded path, p 0, 0.1 and 0.3, sum over its
-// allowed inputs); bad arguments give one std::invalid_argument naming the op and the tensor,
-// thrown before anything is written.
+// The post-norm sublayer's fused LayerNorm tails (kernels/layernorm.h) on the CPU:
+// dropout_residual_layernorm_forward equals dropout_residual_add then layernorm_forward, and
+// layernorm_backward_dropout_bias equals layernorm_backward then dropout_backward_bias, bit for bit
+// (every output, at odd shapes and on the multi-threaded path, p 0, 0.1 and 0.3, outputs over
+// their allowed inputs); bad arguments give one std::invalid_argument naming the op and the
+// tensor, thrown before anything is written.
 #include <bit>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kernels/bias_grad_tails.h"
 #include "kernels/elementwise.h"
 #include "kernels/layernorm.h"
 #include "test/kernels/kernel_test_util.h"
@@ -97,6 +99,69 @@ ForwardResult fused_forward(const ForwardInputs& in, float p, const RngKey& key,
   return out;
 }
 
+// --- backward --------------------------------------------------------------------------------
+
+struct BackwardInputs {
+  Shape s;
+  std::vector<float> dy, x, gamma, mean, rstd;  // [rows, d], [rows, d], [d], [rows], [rows]
+  std::vector<float> grad_init;                 // [d]: d_gamma, d_beta, d_branch_bias start here
+};
+
+BackwardInputs backward_inputs(Shape s, uint32_t seed) {
+  const auto n = static_cast<size_t>(s.rows * s.d), d = static_cast<size_t>(s.d);
+  BackwardInputs in{s,
+                    random_uniform(n, seed),
+                    random_uniform(n, seed + 1, -2.0f, 3.0f),
+                    random_uniform(d, seed + 2, 0.5f, 1.5f),
+                    std::vector<float>(static_cast<size_t>(s.rows)),
+                    std::vector<float>(static_cast<size_t>(s.rows)),
+                    random_uniform(d, seed + 3)};
+  std::vector<float> y(n), beta(d, 0.0f);
+  Tensor y_view = view(y, {s.rows, s.d}), mean = view(in.mean, {s.rows}),
+         rstd = view(in.rstd, {s.rows});
+  layernorm_forward(view(in.x, {s.rows, s.d}), view(in.gamma, {s.d}), view(beta, {s.d}), y_view,
+                    mean, rstd, kEps);
+  return in;
+}
+
+struct BackwardResult {
+  std::vector<float> dx, d_gamma, d_beta, d_branch, d_branch_bias;
+};
+
+BackwardResult empty_backward(const BackwardInputs& in) {
+  const auto n = static_cast<size_t>(in.s.rows * in.s.d);
+  return {std::vector<float>(n), in.grad_init, in.grad_init, std::vector<float>(n), in.grad_init};
+}
+
+// layernorm_backward into dx, then dropout_backward_bias from the stored dx.
+BackwardResult two_op_backward(const BackwardInputs& in, float p, const RngKey& key) {
+  const int64_t rows = in.s.rows, d = in.s.d;
+  BackwardResult out = empty_backward(in);
+  Tensor dx = view(out.dx, {rows, d}), d_gamma = view(out.d_gamma, {d}),
+         d_beta = view(out.d_beta, {d}), d_branch = view(out.d_branch, {rows, d}),
+         d_branch_bias = view(out.d_branch_bias, {d});
+  layernorm_backward(view(in.dy, {rows, d}), view(in.x, {rows, d}), view(in.gamma, {d}),
+                     view(in.mean, {rows}), view(in.rstd, {rows}), dx, d_gamma, d_beta);
+  dropout_backward_bias(dx, d_branch, p, key, d_branch_bias);
+  return out;
+}
+
+// The fused op, dx into fresh memory or over a copy of dy (as the sublayer runs it: in place).
+BackwardResult fused_backward(const BackwardInputs& in, float p, const RngKey& key,
+                              bool dx_over_dy) {
+  const int64_t rows = in.s.rows, d = in.s.d;
+  BackwardResult out = empty_backward(in);
+  if (dx_over_dy) out.dx = in.dy;
+  Tensor dx = view(out.dx, {rows, d}), d_gamma = view(out.d_gamma, {d}),
+         d_beta = view(out.d_beta, {d}), d_branch = view(out.d_branch, {rows, d}),
+         d_branch_bias = view(out.d_branch_bias, {d});
+  const Tensor dy = dx_over_dy ? dx : view(in.dy, {rows, d});
+  layernorm_backward_dropout_bias(dy, view(in.x, {rows, d}), view(in.gamma, {d}),
+                                  view(in.mean, {rows}), view(in.rstd, {rows}), dx, d_gamma, d_beta,
+                                  d_branch, p, key, d_branch_bias);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("dropout_residual_layernorm_forward equals dropout_residual_add then layernorm_forward",
@@ -116,6 +181,25 @@ TEST_CASE("dropout_residual_layernorm_forward equals dropout_residual_add then l
         CHECK(bits(got.y) == bits(expected.y));
         CHECK(bits(got.mean) == bits(expected.mean));
         CHECK(bits(got.rstd) == bits(expected.rstd));
+      }
+    }
+}
+
+TEST_CASE("layernorm_backward_dropout_bias equals layernorm_backward then dropout_backward_bias",
+          "[layernorm][dropout][bias_grad_tails]") {
+  const RngKey key{43, 13, 7};
+  for (Shape s : kShapes)
+    for (float p : kDropouts) {
+      const BackwardInputs in = backward_inputs(s, static_cast<uint32_t>(500 + s.rows * s.d));
+      const BackwardResult expected = two_op_backward(in, p, key);
+      for (bool dx_over_dy : {false, true}) {
+        INFO("rows " << s.rows << " d " << s.d << " p " << p << " dx over dy " << dx_over_dy);
+        const BackwardResult got = fused_backward(in, p, key, dx_over_dy);
+        CHECK(bits(got.dx) == bits(expected.dx));
+        CHECK(bits(got.d_gamma) == bits(expected.d_gamma));
+        CHECK(bits(got.d_beta) == bits(expected.d_beta));
+        CHECK(bits(got.d_branch) == bits(expected.d_branch));
+        CHECK(bits(got.d_branch_bias) == bits(expected.d_branch_bias));
       }
     }
 }
@@ -187,5 +271,83 @@ TEST_CASE("dropout_residual_layernorm_forward rejects bad arguments before writi
   CHECK(y == std::vector<float>(12, 7.0f));
   CHECK(mean == std::vector<float>(3, 7.0f));
   CHECK(rstd == std::vector<float>(3, 7.0f));
+  CHECK(message_of(good).empty());
+}
+
+TEST_CASE("layernorm_backward_dropout_bias rejects bad arguments before writing anything",
+          "[layernorm][dropout][errors]") {
+  const int64_t rows = 3, d = 4;
+  const BackwardInputs in = backward_inputs({rows, d}, 700);
+  std::vector<float> dx(12, 7.0f), d_gamma(4, 7.0f), d_beta(4, 7.0f), d_branch(12, 7.0f),
+      d_branch_bias(4, 7.0f), wide(16), row(3), four(4);
+  struct Args {
+    Tensor dy, x, gamma, mean, rstd, dx, d_gamma, d_beta, d_branch, d_branch_bias;
+    float p;
+  };
+  const Args good{view(in.dy, {rows, d}),
+                  view(in.x, {rows, d}),
+                  view(in.gamma, {d}),
+                  view(in.mean, {rows}),
+                  view(in.rstd, {rows}),
+                  view(dx, {rows, d}),
+                  view(d_gamma, {d}),
+                  view(d_beta, {d}),
+                  view(d_branch, {rows, d}),
+                  view(d_branch_bias, {d}),
+                  0.1f};
+  const auto message_of = [&](Args a) {
+    return invalid_argument_message([&] {
+      layernorm_backward_dropout_bias(a.dy, a.x, a.gamma, a.mean, a.rstd, a.dx, a.d_gamma, a.d_beta,
+                                      a.d_branch, a.p, {}, a.d_branch_bias);
+    });
+  };
+  const auto fails_with = [&](Args a, const char* what) {
+    const std::string message = message_of(a);
+    INFO("message: " << message);
+    CHECK(message_has(message, "layernorm_backward_dropout_bias: "));
+    CHECK(message_has(message, what));
+  };
+  Args a = good;
+  a.x = view(wide, {16});
+  fails_with(a, "x has shape [16] f32 cpu, expected rank 2 [rows, d]");
+  a = good, a.dy = view(wide, {4, 4});
+  fails_with(a, "dy has shape [4, 4] f32 cpu, expected [3, 4]");
+  a = good, a.gamma = view(row, {3});
+  fails_with(a, "gamma has shape");
+  a = good, a.mean = view(four, {4});
+  fails_with(a, "mean has shape");
+  a = good, a.dx = view(wide, {4, 4});
+  fails_with(a, "dx has shape");
+  a = good, a.d_beta = view(row, {3});
+  fails_with(a, "d_beta has shape");
+  a = good, a.d_branch = view(wide, {4, 4});
+  fails_with(a, "d_branch has shape [4, 4] f32 cpu, expected [3, 4]");
+  a = good, a.d_branch_bias = view(row, {3});
+  fails_with(a, "d_branch_bias has shape [3] f32 cpu, expected [4]");
+  a = good, a.p = -0.5f;
+  fails_with(a, "dropout probability");
+  // dx may be dy itself, but not part of it, and not x; d_branch apart from dy, x and dx;
+  // d_branch_bias apart from the matrices.
+  std::vector<float> dy_shifted(13);
+  a = good, a.dy = Tensor(dy_shifted.data(), DType::f32, Device::cpu, {rows, d});
+  a.dx = Tensor(dy_shifted.data() + 1, DType::f32, Device::cpu, {rows, d});
+  fails_with(a, "dx [3, 4] f32 cpu must not overlap dy");
+  a = good, a.dx = a.x;
+  fails_with(a, "dx [3, 4] f32 cpu must not overlap x");
+  a = good, a.d_branch = a.dx;
+  fails_with(a, "d_branch [3, 4] f32 cpu must not overlap dx");
+  a = good, a.d_branch = a.dy;
+  fails_with(a, "d_branch [3, 4] f32 cpu must not overlap dy");
+  a = good, a.d_branch_bias = Tensor(d_branch.data(), DType::f32, Device::cpu, {d});
+  fails_with(a, "d_branch_bias [4] f32 cpu must not overlap d_branch");
+  a = good, a.d_branch = Tensor(d_branch.data(), DType::f16, Device::cpu, {rows, d});
+  fails_with(a, "d_branch must be f32");
+  a = good, a.d_branch_bias = Tensor(d_branch_bias.data(), DType::f32, Device::cuda, {d});
+  fails_with(a, "tensors on different devices");
+  CHECK(dx == std::vector<float>(12, 7.0f));
+  CHECK(d_gamma == std::vector<float>(4, 7.0f));
+  CHECK(d_beta == std::vector<float>(4, 7.0f));
+  CHECK(d_branch == std::vector<float>(12, 7.0f));
+  CHECK(d_branch_bias == std::vector<float>(4, 7.0f));
   CHECK(message_of(good).empty());
 }
