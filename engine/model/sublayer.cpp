@@ -61,9 +61,11 @@ void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, Tensor&
   } else {
     // d_x = the LN's input gradient (in place when d_x is d_out) + f's input gradient: the
     // residual's share is stored first and f's last product adds its own into it (beta = 1), so
-    // no separate residual add reads both again.
-    layernorm_backward(d_out, normed, gain_->compute, mean, rstd, d_x, gain_->grad, bias_->grad);
-    dropout_backward_bias(d_x, g2, p_, key_, f_bias_grad);  // d_f and f's output bias gradient
+    // no separate residual add reads both again. The same pass that stores the LN's input
+    // gradient writes d_f (its dropout backward) and adds f's output bias gradient (d_f's column
+    // sums): one read of d_out for all three.
+    layernorm_backward_dropout_bias(d_out, normed, gain_->compute, mean, rstd, d_x, gain_->grad,
+                                    bias_->grad, g2, p_, key_, f_bias_grad);
     f_backward(g2, d_x, DxWrite::add);
   }
 }
