@@ -11,7 +11,8 @@
 #   --quick: base, 16k, overlap on, bf16 wire, NVLink only (a smoke run).
 #   With no GPU (or SCALING_DEVICE=cpu) it runs the same matrix on the CPU backend over MPI with
 #   the tiny model: a dry run of the script and of mpirun, not a measurement.
-# Environment: BUILD_DIR (build), OUT (logs; else runs/scaling). NCCL_NVLS_ENABLE=0 is forced
+# Environment: BUILD_DIR (build), RUNS_DIR (runs: the prepared corpus and each run's directory),
+# OUT (logs; else $RUNS_DIR/scaling). NCCL_NVLS_ENABLE=0 is forced
 # everywhere, also under mpirun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +36,8 @@ while (($#)); do
     *) echo "scaling: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-LOG_DIR=${OUT:-runs/scaling}
+RUNS_DIR=${RUNS_DIR:-runs}
+LOG_DIR=${OUT:-$RUNS_DIR/scaling}
 mkdir -p "$LOG_DIR"
 RESULTS=$LOG_DIR/scaling.jsonl
 : >"$RESULTS"
@@ -51,7 +53,7 @@ STEPS=${STEPS:-200}
 echo "scaling: $available GPU(s) $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)," \
   "$(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
-PREP=runs/prep/bible-en-es-8000
+PREP=$RUNS_DIR/prep/bible-en-es-8000
 if [[ ! -f "$PREP/report.json" ]]; then
   "$BUILD_DIR/apps/nmt-prep/nmt-prep" --quiet --train-src "$CORPUS/train.en" --train-tgt "$CORPUS/train.es" \
     --dev-src "$CORPUS/dev.en" --dev-tgt "$CORPUS/dev.es" --out "$PREP" --vocab-size 8000 --max-len 128
@@ -67,7 +69,7 @@ model_sets() {  # the model section for base, big or tiny
 
 run() {  # label np model tokens overlap wire transport
   local label=$1 np=$2 model=$3 tokens=$4 overlap=$5 wire=$6 transport=$7
-  local dir=runs/scaling/$label
+  local dir=$RUNS_DIR/scaling/$label
   rm -rf "$dir"
   local env=(-x NCCL_NVLS_ENABLE=0)
   [[ $transport == sockets ]] && env+=(-x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1)
