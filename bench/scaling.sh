@@ -32,7 +32,7 @@ while (($#)); do
     --steps) STEPS=$2; shift 2 ;;
     --corpus) CORPUS=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "scaling: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -13,6 +13,10 @@ void set_gemm_autotune(bool on) {
   cuda::set_gemm_autotune(on);
 }
 
+bool gemm_autotune_enabled() {
+  return cuda::gemm_autotune();
+}
+
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   constexpr const char* op = "linear_forward";
   detail::require_rank(op, "x", x, 2, "[rows, in]");
@@ -47,7 +51,13 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
   const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
   check_shape(op, "w", w, {out, in});
   check_shape(op, "dy", dy, {rows, out});
-  if (!dx.empty()) check_shape(op, "dx", dx, {rows, in});
+  if (!dx.empty()) {
+    check_shape(op, "dx", dx, {rows, in});
+    // dx is written (or added to) while the products read dy, x and w.
+    detail::require_disjoint(op, "dx", dx, "dy", dy);
+    detail::require_disjoint(op, "dx", dx, "x", x);
+    detail::require_disjoint(op, "dx", dx, "w", w);
+  }
   check_shape(op, "dw", dw, {out, in});
   if (!db.empty()) check_shape(op, "db", db, {out});
   check_same_device(op, {&dy, &x, &w, &dx, &dw, &db});

@@ -15,6 +15,8 @@ void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tens
 // GPU products: at each shape's first use, time the algorithms cuBLASLt lists and keep the fastest
 // (kernels/cuda/blas.h: set_gemm_autotune). Off by default; the CPU products ignore it.
 void set_gemm_autotune(bool on);
+// Whether it is on (set_gemm_autotune, or NMT_GEMM_AUTOTUNE=1 in the environment).
+bool gemm_autotune_enabled();
 
 // How linear_backward stores dx: written (=), or added (+=) to what dx holds. Adding lets a
 // residual's gradient, already in dx, take the product's sum without a separate add pass (on the

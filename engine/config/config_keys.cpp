@@ -255,10 +255,13 @@ std::vector<ConfigKey> build_keys() {
           "(exit 0, continue with --resume), leaving time for the save; \"\" = no limit."),
       key("train.gemm_autotune", kTrain, &T::gemm_autotune,
           "GPU only: at each matrix-product shape's first use, time the algorithms cuBLASLt "
-          "lists and keep the fastest (about 2-3% a Transformer-base step on an H100). Off, the "
-          "default, every process picks the same algorithms, so a resumed run repeats the "
-          "uninterrupted one bit for bit; on, two processes may pick differently and differ in "
-          "the last bits. NMT_GEMM_AUTOTUNE=1 in the environment turns it on for any tool."),
+          "lists and keep the fastest. Measured at one fixed batch shape (bench-step, H100): "
+          "about 1.5% a Transformer-base step, nothing on big; each new batch shape costs a "
+          "tuning of its products (with a host sync), so token batching with many shapes may "
+          "lose more than it gains. Off, the default, every process picks the same algorithms "
+          "and a resumed run repeats the uninterrupted one bit for bit; on, two processes may "
+          "pick differently and differ in the last bits. NMT_GEMM_AUTOTUNE=1 in the "
+          "environment turns it on for any tool."),
       key("train.label_smoothing", kTrain, &T::label_smoothing, unit_interval_open(),
           "Label smoothing of the cross-entropy loss (OpenSeq2Seq: loss_params.label_smoothing)."),
       key("train.clip_norm", kTrain, &T::clip_norm, at_least(0),

@@ -229,10 +229,11 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   // After the data is found: a bad data path stays a one-line error (test/apps/train_cli_test.sh).
   data_ = make_training_data(cfg, dp.world_size(), dp.rank());
   for (const std::string& line : device_lines) out << line << "\n";
-  if (cfg.train.gemm_autotune && device_ == Device::cuda) {
-    set_gemm_autotune(true);
-    out << "cuBLASLt autotuning on (train.gemm_autotune): each product shape's algorithm is "
-           "timed at its first use\n";
+  if (device_ == Device::cuda) {
+    if (cfg.train.gemm_autotune) set_gemm_autotune(true);
+    if (gemm_autotune_enabled())
+      out << "cuBLASLt autotuning on (train.gemm_autotune or NMT_GEMM_AUTOTUNE): each product "
+             "shape's algorithm is timed at its first use\n";
   }
   vocab_path_ = vocabulary_path(cfg);
   report_.dataset = read_dataset_stats(cfg.data);

@@ -2,6 +2,8 @@
 // thread-count independence, shape errors.
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -149,6 +151,20 @@ TEST_CASE("linear_backward adds dx onto what it holds when asked", "[linear]") {
   linear_backward(view(dy_empty, {rows, 0}), view(x, {rows, in}), view(dw_empty, {0, in}),
                   zeroed_view, dw_none, no_db, DxWrite::assign);
   CHECK(zeroed == std::vector<float>(residual.size(), 0.0f));
+
+  // dx over one of the product's inputs is refused, naming both, before anything is written.
+  std::vector<float> x_copy = x;
+  Tensor x_view = view(x_copy, {rows, in});
+  std::string message;
+  try {
+    linear_backward(view(dy, {rows, out}), x_view, view(w, {out, in}), x_view, dw_view, no_db,
+                    DxWrite::add);
+  } catch (const std::invalid_argument& e) {
+    message = e.what();
+  }
+  CHECK(message.find("linear_backward: dx") != std::string::npos);
+  CHECK(message.find("must not overlap x") != std::string::npos);
+  CHECK(x_copy == x);
 }
 
 #if defined(_OPENMP)
