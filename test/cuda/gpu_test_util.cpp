@@ -148,6 +148,14 @@ std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
   return values;
 }
 
+std::vector<float> nonzero_values(size_t n, uint64_t seed) {
+  std::vector<float> v = random_floats(n, seed, 0.25f, 2.0f);
+  const std::vector<float> sign = random_floats(n, seed + 1);
+  for (size_t i = 0; i < n; ++i)
+    if (sign[i] < 0) v[i] = -v[i];
+  return v;
+}
+
 float round_to(float value, DType dtype) {
   if (dtype == DType::bf16) return __bfloat162float(__float2bfloat16_rn(value));
   if (dtype == DType::f16) return __half2float(__float2half_rn(value));

@@ -48,6 +48,9 @@ Tensor cpu_view(std::vector<float>& values, const std::vector<int64_t>& shape);
 Tensor cpu_view_i32(std::vector<int32_t>& values, const std::vector<int64_t>& shape);
 
 std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+// Values of magnitude 0.25 to 2 with random signs: a dropped element (0) is told apart from a
+// kept one.
+std::vector<float> nonzero_values(size_t n, uint64_t seed);
 float round_to(float value, DType dtype);
 std::vector<float> rounded(std::vector<float> values, DType dtype);
 

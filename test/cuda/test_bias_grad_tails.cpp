@@ -34,15 +34,6 @@ std::vector<float> column_sums(const std::vector<float>& matrix, Shape s,
   return out;
 }
 
-// Values away from 0 with random signs: a dropped element (0) is told apart from a kept one.
-std::vector<float> nonzero_values(size_t n, uint64_t seed) {
-  std::vector<float> v = random_floats(n, seed, 0.25f, 2.0f);
-  const std::vector<float> sign = random_floats(n, seed + 1);
-  for (size_t i = 0; i < n; ++i)
-    if (sign[i] < 0) v[i] = -v[i];
-  return v;
-}
-
 void fused(Tail tail, const GpuTensor& dy, const GpuTensor& y, GpuTensor& dx, float p,
            const RngKey& key, GpuTensor& db) {
   if (tail == Tail::dropout)

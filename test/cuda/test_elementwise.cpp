@@ -15,15 +15,6 @@ namespace {
 const DType kFloatTypes[] = {DType::f32, DType::bf16, DType::f16};
 const int64_t kSizes[] = {1, 7, 33, 1000, 4097};
 
-// Random values away from 0, so a dropped element (0) is told apart from a kept one.
-std::vector<float> nonzero_values(size_t n, uint64_t seed) {
-  std::vector<float> v = random_floats(n, seed, 0.25f, 2.0f);
-  std::vector<float> sign = random_floats(n, seed + 1);
-  for (size_t i = 0; i < n; ++i)
-    if (sign[i] < 0) v[i] = -v[i];
-  return v;
-}
-
 }  // namespace
 
 TEST_CASE("cuda relu, residual_add, add_inplace, scale_inplace match the CPU",

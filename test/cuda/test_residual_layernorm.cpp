@@ -51,15 +51,6 @@ std::string path_name(DType dtype, int64_t d, bool aligned) {
   return aligned && d % vec == 0 ? "register path, packs" : "register path, one element a lane";
 }
 
-// Values away from 0 with random signs, so that a dropped element (0) differs from a kept one.
-std::vector<float> nonzero_values(size_t n, uint64_t seed) {
-  std::vector<float> v = random_floats(n, seed, 0.25f, 2.0f);
-  const std::vector<float> sign = random_floats(n, seed + 1);
-  for (size_t i = 0; i < n; ++i)
-    if (sign[i] < 0) v[i] = -v[i];
-  return v;
-}
-
 // --- forward ---------------------------------------------------------------------------------
 
 struct ForwardOutputs {
