@@ -2,35 +2,26 @@
 // the process-wide switch (NMT_DECODE_GRAPHS).
 #include "engine/decode/step_graphs.h"
 
-#include <atomic>
-#include <cstdlib>
 #include <exception>
 #include <stdexcept>
-#include <string>
 
 #include "kernels/cuda/scratch.h"
+#include "kernels/env_switch.h"
 
 namespace nmt {
 
 namespace {
 
-// -1: not decided yet (NMT_DECODE_GRAPHS read at first use), else 0 or 1.
-std::atomic<int> decode_graphs_setting{-1};
+EnvSwitch decode_graphs_switch("NMT_DECODE_GRAPHS", /*default_on=*/true);
 
 }  // namespace
 
 bool decode_graphs_default() {
-  int setting = decode_graphs_setting.load();
-  if (setting < 0) {
-    const char* value = std::getenv("NMT_DECODE_GRAPHS");
-    setting = value != nullptr && std::string(value) == "0" ? 0 : 1;
-    decode_graphs_setting.store(setting);
-  }
-  return setting == 1;
+  return decode_graphs_switch.get();
 }
 
 void set_decode_graphs_default(bool on) {
-  decode_graphs_setting.store(on ? 1 : 0);
+  decode_graphs_switch.set(on);
 }
 
 StepGraphs::StepGraphs() : stream_(std::make_unique<cuda::OwnedStream>()) {}

@@ -2,9 +2,7 @@
 // queries in blas_plan.cpp, the opt-in autotuner in blas_autotune.cpp).
 #include "kernels/cuda/blas.h"
 
-#include <atomic>
 #include <compare>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -15,6 +13,7 @@
 #include "kernels/cuda/blas_plan.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/scratch.h"
+#include "kernels/env_switch.h"
 
 namespace nmt::cuda {
 namespace {
@@ -190,23 +189,16 @@ void lt_matmul(const LtMatmul& g, const void* a, const void* b, void* c, const v
 
 namespace {
 
-// -1: not decided yet (NMT_BIAS_GRAD_EPILOGUE read at first use), else 0 or 1.
-std::atomic<int> bias_grad_epilogue_setting{-1};
+EnvSwitch bias_grad_epilogue_switch("NMT_BIAS_GRAD_EPILOGUE", /*default_on=*/false);
 
 }  // namespace
 
 void set_bias_grad_epilogue(bool on) {
-  bias_grad_epilogue_setting.store(on ? 1 : 0);
+  bias_grad_epilogue_switch.set(on);
 }
 
 bool bias_grad_epilogue() {
-  int setting = bias_grad_epilogue_setting.load();
-  if (setting < 0) {
-    const char* value = std::getenv("NMT_BIAS_GRAD_EPILOGUE");
-    setting = value != nullptr && std::string(value) == "1" ? 1 : 0;
-    bias_grad_epilogue_setting.store(setting);
-  }
-  return setting == 1;
+  return bias_grad_epilogue_switch.get();
 }
 
 bool lt_matmul_bias_grad(const LtMatmul& g, const void* a, const void* b, void* c, void* bias_grad,

@@ -2,15 +2,14 @@
 // the heuristic's candidates for one product once and keeps the fastest by a margin.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/blas_plan.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/scratch.h"
+#include "kernels/env_switch.h"
 
 namespace nmt::cuda {
 namespace {
@@ -20,8 +19,7 @@ namespace {
 // rounds weighs on all candidates alike; each candidate's median round counts.
 constexpr int kTimedRounds = 5;
 
-// -1: not decided yet (NMT_GEMM_AUTOTUNE read at first use), else 0 or 1.
-std::atomic<int> autotune_setting{-1};
+EnvSwitch autotune_switch("NMT_GEMM_AUTOTUNE", /*default_on=*/false);
 std::atomic<long long> plans_timed{0}, plans_changed{0};
 
 // Stream-ordered device memory (cudaMallocAsync: no device-wide synchronisation, which could
@@ -67,17 +65,11 @@ class Events {
 }  // namespace
 
 void set_gemm_autotune(bool on) {
-  autotune_setting.store(on ? 1 : 0);
+  autotune_switch.set(on);
 }
 
 bool gemm_autotune() {
-  int setting = autotune_setting.load();
-  if (setting < 0) {
-    const char* value = std::getenv("NMT_GEMM_AUTOTUNE");
-    setting = value != nullptr && std::string(value) == "1" ? 1 : 0;
-    autotune_setting.store(setting);
-  }
-  return setting == 1;
+  return autotune_switch.get();
 }
 
 GemmAutotuneCounts gemm_autotune_counts() {
