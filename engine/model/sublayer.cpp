@@ -48,8 +48,9 @@ void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, Tensor&
                         const Backward& f_backward) {
   int64_t rows = x_.dim(0), d = shape_.d_model;
   Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});
-  Tensor g1 = ws.s1.view({rows, d}), g2 = ws.s2.view({rows, d});
+  Tensor g2 = ws.s2.view({rows, d});
   if (shape_.pre_norm) {
+    Tensor g1 = ws.s1.view({rows, d});
     // d_f = dropout's backward of d_out (a copy when p is 0), and f's output bias gradient (d_f's
     // column sums) in the same pass.
     dropout_backward_bias(d_out, g1, p_, key_, f_bias_grad);

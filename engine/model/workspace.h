@@ -8,7 +8,7 @@ namespace nmt {
 
 struct Workspace {
   // Sublayer (norm/residual wrapper) slots.
-  Buffer s1, s2;  // [max_rows, d_model], all in the activation dtype
+  Buffer s1, s2;  // [max_rows, d_model], all in the activation dtype (s1: pre-norm only)
   // AttentionBlock slots: a1 [max_rows, d_model]; a_proj [3 * max_rows * d_model], the gradients
   // of the q, k and v projections in the block's layout (AttentionBlock::projections).
   Buffer a1, a_proj;
