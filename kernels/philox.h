@@ -11,10 +11,15 @@ namespace nmt {
 
 // Identifies one random stream: a training seed, the optimizer step, and the graph site (each
 // dropout in the model has its own tensor id).
+// step_on_device: where a GPU kernel reads the step instead of `step`, when set: a training step
+// captured into a CUDA graph replays at later steps, and its frozen launch arguments cannot carry
+// the step (the model writes it there before each step; engine/model/train_graphs.h). CPU code
+// reads `step` only; the model keeps both equal.
 struct RngKey {
   uint64_t seed = 0;
   uint64_t step = 0;
   uint32_t tensor_id = 0;
+  const uint64_t* step_on_device = nullptr;
 };
 
 struct Philox4 {
@@ -42,14 +47,28 @@ NMT_HOST_DEVICE Philox4 philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32
   return Philox4{{c0, c1, c2, c3}};
 }
 
+// The step a stream is keyed by: on the GPU the one in device memory when the key names it.
+NMT_HOST_DEVICE uint64_t rng_step(const RngKey& key) {
+#ifdef __CUDA_ARCH__
+  if (key.step_on_device != nullptr) return *key.step_on_device;
+#endif
+  return key.step;
+}
+
+// The draw of block `block` of a stream: the uniforms of its elements 4 * block .. 4 * block + 3
+// (every CPU and GPU dropout draws through this call, so their masks agree bit for bit).
+NMT_HOST_DEVICE Philox4 philox_block(const RngKey& key, uint64_t block) {
+  const uint64_t step = rng_step(key);
+  return philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                    key.tensor_id ^ static_cast<uint32_t>(step >> 32) * 0x9E3779B9u,
+                    static_cast<uint32_t>(step), static_cast<uint32_t>(key.seed),
+                    static_cast<uint32_t>(key.seed >> 32));
+}
+
 // Uniform float in [0, 1) for one element of a stream. Four consecutive elements share one Philox
 // call (counter = element / 4), so a vectorised kernel can draw four at a time.
 NMT_HOST_DEVICE float rng_uniform(const RngKey& key, uint64_t element) {
-  uint64_t block = element >> 2;
-  Philox4 r = philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                         key.tensor_id ^ static_cast<uint32_t>(key.step >> 32) * 0x9E3779B9u,
-                         static_cast<uint32_t>(key.step), static_cast<uint32_t>(key.seed),
-                         static_cast<uint32_t>(key.seed >> 32));
+  const Philox4 r = philox_block(key, element >> 2);
   return static_cast<float>(r.v[element & 3] >> 8) * (1.0f / 16777216.0f);
 }
 

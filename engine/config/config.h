@@ -92,6 +92,7 @@ struct TrainConfig {
   int64_t max_bad_steps = 20;        // consecutive non-finite steps that stop the run; 0 = never
   std::string max_time;        // wall-clock limit: "" = none, "5400" s, "1:30:00", "2-00:00:00"
   bool gemm_autotune = false;  // time cuBLASLt's listed algorithms per product shape (GPU only)
+  bool cuda_graphs = true;     // replay forward and backward from a CUDA graph per batch shape
 };
 
 struct OptimizerConfig {

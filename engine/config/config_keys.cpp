@@ -262,6 +262,11 @@ std::vector<ConfigKey> build_keys() {
           "and a resumed run repeats the uninterrupted one bit for bit; on, two processes may "
           "pick differently and differ in the last bits. NMT_GEMM_AUTOTUNE=1 in the "
           "environment turns it on for any tool."),
+      key("train.cuda_graphs", kTrain, &T::cuda_graphs,
+          "GPU only: capture each batch shape's forward and backward into a CUDA graph at the "
+          "shape's second step and replay it after (one launch instead of ~430; the same bits). "
+          "Steps whose gradient exchange overlaps backward (several ranks, dist.overlap) run op "
+          "by op. A capture that fails turns graphs off for the run, with a note at its end."),
       key("train.label_smoothing", kTrain, &T::label_smoothing, unit_interval_open(),
           "Label smoothing of the cross-entropy loss (OpenSeq2Seq: loss_params.label_smoothing)."),
       key("train.clip_norm", kTrain, &T::clip_norm, at_least(0),

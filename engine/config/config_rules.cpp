@@ -104,25 +104,26 @@ std::vector<CrossKeyRule> build_rules() {
          return "lr_schedule.policy = " + std::string(config_name(c.lr_schedule.policy)) +
                 " needs lr_schedule.warmup_steps >= 1 (its formula divides by it), got 0";
        });
-  rule("lr_schedule.policy cosine and linear need a decay end (lr_schedule.decay_steps, else "
-       "train.max_steps) after lr_schedule.warmup_steps, and lr_schedule.final_lr <= "
-       "lr_schedule.learning_rate.",
-       [](const RunConfig& c) {
-         const LrScheduleConfig& l = c.lr_schedule;
-         if (l.policy != LrPolicy::cosine && l.policy != LrPolicy::linear) return std::string();
-         const int64_t end = decay_end(l, c.train.max_steps);
-         if (end <= l.warmup_steps)
-           return "lr_schedule.policy = " + std::string(config_name(l.policy)) +
-                  " decays until step " + std::to_string(end) +
-                  (l.decay_steps == 0 ? " (train.max_steps)" : " (lr_schedule.decay_steps)") +
-                  ", which is not after lr_schedule.warmup_steps = " +
-                  std::to_string(l.warmup_steps);
-         if (l.final_lr > l.learning_rate)
-           return "lr_schedule.final_lr = " + std::to_string(l.final_lr) +
-                  " is above lr_schedule.learning_rate = " + std::to_string(l.learning_rate) +
-                  ": the decay would rise";
-         return std::string();
-       });
+  rule(
+      "lr_schedule.policy cosine and linear need a decay end (lr_schedule.decay_steps, else "
+      "train.max_steps) after lr_schedule.warmup_steps, and lr_schedule.final_lr <= "
+      "lr_schedule.learning_rate.",
+      [](const RunConfig& c) {
+        const LrScheduleConfig& l = c.lr_schedule;
+        if (l.policy != LrPolicy::cosine && l.policy != LrPolicy::linear) return std::string();
+        const int64_t end = decay_end(l, c.train.max_steps);
+        if (end <= l.warmup_steps)
+          return "lr_schedule.policy = " + std::string(config_name(l.policy)) +
+                 " decays until step " + std::to_string(end) +
+                 (l.decay_steps == 0 ? " (train.max_steps)" : " (lr_schedule.decay_steps)") +
+                 ", which is not after lr_schedule.warmup_steps = " +
+                 std::to_string(l.warmup_steps);
+        if (l.final_lr > l.learning_rate)
+          return "lr_schedule.final_lr = " + std::to_string(l.final_lr) +
+                 " is above lr_schedule.learning_rate = " + std::to_string(l.learning_rate) +
+                 ": the decay would rise";
+        return std::string();
+      });
   rule("eval.every_steps > 0 needs data.dev, unless data.train is synthetic.",
        [](const RunConfig& c) {
          if (c.eval.every_steps == 0 || !c.data.dev.empty() || c.data.train_is_synthetic()) {

@@ -89,7 +89,7 @@ void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& 
   kv_lengths_ = kv_lengths;
   att_ = AttentionShape{
       batch, q_len, kv_len, shape_.heads, d / shape_.heads, kind_ == AttentionKind::decoder_self};
-  key_ = RngKey{ctx.seed, ctx.step, dropout_id_};
+  key_ = ctx.key(dropout_id_);
   p_ = ctx.training ? shape_.attention_dropout : 0.0f;
 
   AttentionOperands p = projections(proj_, q_rows, kv_rows, fused_);

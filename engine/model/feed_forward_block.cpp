@@ -24,7 +24,7 @@ void FeedForwardBlock::plan(Arena& arena, int64_t max_rows) {
 void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& out) {
   int64_t rows = x.dim(0);
   x_ = x;
-  key_ = RngKey{ctx.seed, ctx.step, dropout_id_};
+  key_ = ctx.key(dropout_id_);
   p_ = ctx.training ? shape_.relu_dropout : 0.0f;
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
   linear_relu_forward(x, fc1_w_->compute, fc1_b_->compute, h);  // ReLU in the GEMM epilogue

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "engine/config/config.h"
+#include "kernels/philox.h"
 #include "kernels/tensor.h"
 
 namespace nmt {
@@ -41,6 +42,12 @@ struct StepContext {
   uint64_t seed = 0;
   uint64_t step = 0;  // keys dropout masks: same (seed, step) → same masks, on any backend
   bool training = true;
+  // On the GPU, `step` in device memory, which the kernels read instead (RngKey::step_on_device):
+  // set by Transformer::forward_backward so that a captured step replays at any step.
+  const uint64_t* step_on_device = nullptr;
+
+  // The key of the dropout site `tensor_id` at this step.
+  RngKey key(uint32_t tensor_id) const { return RngKey{seed, step, tensor_id, step_on_device}; }
 };
 
 }  // namespace nmt

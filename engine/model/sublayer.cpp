@@ -26,7 +26,7 @@ void Sublayer::plan(Arena& arena, int64_t max_rows) {
 Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward& f) {
   int64_t rows = x.dim(0), d = shape_.d_model;
   x_ = x;
-  key_ = RngKey{ctx.seed, ctx.step, dropout_id_};
+  key_ = ctx.key(dropout_id_);
   p_ = ctx.training ? shape_.dropout : 0.0f;
   Tensor out = out_.view({rows, d}), f_out = f_out_.view({rows, d});
   Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/model/host_copy.h"
+#include "kernels/cuda/stream.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/layernorm.h"
@@ -92,6 +93,8 @@ void Transformer::allocate(Arena& arena) {
   tgt_out_ = arena.allocate("tgt_out", DType::i32, rows);
   src_lengths_ = arena.allocate("src_lengths", DType::i32, rows);
   tgt_lengths_ = arena.allocate("tgt_lengths", DType::i32, rows);
+  step_ = arena.allocate("step", DType::i32, 2);
+  loss_sums_ = arena.allocate("loss_sums", DType::i32, kLossSumsWords);
   src_x0_ = arena.allocate("src_x0", act, rows * d);
   tgt_x0_ = arena.allocate("tgt_x0", act, rows * d);
   enc_final_ = arena.allocate("enc_final", act, rows * d);
@@ -145,7 +148,7 @@ void Transformer::upload(const Batch& batch) {
 Tensor Transformer::encode(const StepContext& ctx) {
   int64_t d = shape_.d_model, rows = batch_ * src_len_;
   embed_p_ = ctx.training ? shape_.dropout : 0.0f;
-  src_embed_key_ = RngKey{ctx.seed, ctx.step, src_embed_dropout_};
+  src_embed_key_ = ctx.key(src_embed_dropout_);
   Tensor ids = src_ids_.view({rows}), lengths = src_lengths_.view({batch_});
   Tensor x = src_x0_.view({rows, d});
   embedding_forward(ids, src_embed_->compute, x, src_len_, std::sqrt(static_cast<float>(d)),
@@ -158,7 +161,7 @@ Tensor Transformer::encode(const StepContext& ctx) {
 
 Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
   int64_t d = shape_.d_model, rows = batch_ * tgt_len_;
-  tgt_embed_key_ = RngKey{ctx.seed, ctx.step, tgt_embed_dropout_};
+  tgt_embed_key_ = ctx.key(tgt_embed_dropout_);
   Tensor ids = tgt_in_.view({rows}), lengths = tgt_lengths_.view({batch_});
   Tensor src_lengths = src_lengths_.view({batch_});
   Tensor y = tgt_x0_.view({rows, d});
@@ -180,22 +183,52 @@ Tensor Transformer::final_norm(const Tensor& x, const Param* gain, const Param* 
   return y;
 }
 
+void Transformer::set_train_graphs(bool on) {
+  if (!on || device_ != Device::cuda)
+    graphs_.reset();
+  else if (!graphs_)
+    graphs_ = std::make_unique<TrainGraphs>();
+}
+
+StepContext Transformer::with_step_on_device(const StepContext& ctx) {
+  if (device_ != Device::cuda) return ctx;
+  static_assert(sizeof(uint64_t) == 2 * sizeof(int32_t));
+  upload_i32({static_cast<int32_t>(static_cast<uint32_t>(ctx.step)),
+              static_cast<int32_t>(static_cast<uint32_t>(ctx.step >> 32))},
+             step_);
+  StepContext on_device = ctx;
+  on_device.step_on_device = static_cast<const uint64_t*>(step_.data);
+  return on_device;
+}
+
 LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ctx,
                                        float label_smoothing, float loss_scale) {
   upload(batch);
+  const StepContext step_ctx = with_step_on_device(ctx);
+  auto step = [&] { enqueue_forward_backward(step_ctx, label_smoothing, loss_scale); };
+  if (graphs_ && !grad_ready_) {
+    cuda::StreamHandoff handoff(graphs_->stream());
+    graphs_->run(TrainStepKey{batch_, src_len_, tgt_len_, loss_scale, label_smoothing}, step);
+  } else {
+    step();
+  }
+  return read_loss_sums(loss_sums_.view({kLossSumsWords}), shape_.vocab);
+}
+
+void Transformer::enqueue_forward_backward(const StepContext& ctx, float label_smoothing,
+                                           float loss_scale) {
   Tensor enc_out = encode(ctx);
   Tensor dec_out = decode(enc_out, ctx);
   int64_t rows = batch_ * tgt_len_;
   Tensor logits = logits_.view({rows, shape_.vocab}), targets = tgt_out_.view({rows});
-  Tensor no_bias;
+  Tensor no_bias, sums = loss_sums_.view({kLossSumsWords});
   linear_forward(dec_out, out_proj_->compute, no_bias, logits);
   // The loss is a sum over tokens (times the loss scale); d_logits overwrite the logits in place.
-  LossSums sums =
-      cross_entropy_forward_backward(logits, targets, kPadId, label_smoothing, loss_scale, logits);
+  cross_entropy_forward_backward_into(logits, targets, kPadId, label_smoothing, loss_scale, logits,
+                                      sums);
   Tensor d_dec = d_dec_.view({rows, shape_.d_model});
   linear_backward(logits, dec_out, out_proj_->compute, d_dec, out_proj_->grad, no_bias);
   backward(d_dec);
-  return sums;
 }
 
 void Transformer::backward(Tensor& d_dec) {

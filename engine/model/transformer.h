@@ -11,6 +11,7 @@
 #include "engine/model/arena.h"
 #include "engine/model/model_shape.h"
 #include "engine/model/param_store.h"
+#include "engine/model/train_graphs.h"
 #include "engine/model/transformer_layers.h"
 #include "engine/model/workspace.h"
 #include "kernels/cross_entropy.h"
@@ -47,6 +48,13 @@ class Transformer {
   // Loss only, no gradients (dropout off).
   LossSums evaluate(const Batch& batch, float label_smoothing);
 
+  // On the GPU, whether forward_backward replays its steps from CUDA graphs, one per batch shape
+  // (engine/model/train_graphs.h; train.cuda_graphs). Off by default, and on the CPU always. A step
+  // with a grad-ready hook set (the exchange overlapping backward) runs op by op.
+  void set_train_graphs(bool on);
+  // What the graphs did so far, or nullptr when they are off.
+  const TrainGraphStats* train_graph_stats() const { return graphs_ ? &graphs_->stats() : nullptr; }
+
   // Zero every parameter gradient.
   void zero_grads();
 
@@ -80,6 +88,11 @@ class Transformer {
 
  private:
   void upload(const Batch& batch);
+  // Writes ctx.step where the GPU's dropout kernels read it and returns ctx pointing there (the
+  // CPU: ctx as it is).
+  StepContext with_step_on_device(const StepContext& ctx);
+  // forward_backward's work after the upload, enqueued only: the loss sums go to loss_sums_.
+  void enqueue_forward_backward(const StepContext& ctx, float label_smoothing, float loss_scale);
   Tensor encode(const StepContext& ctx);
   Tensor decode(const Tensor& enc_out, const StepContext& ctx);
   // Pre-norm's final layer norm of a stack's output x [rows, d_model] into out; post-norm: x.
@@ -107,11 +120,14 @@ class Transformer {
   // Parameters whose gradients backward finishes together, in backward order (see transformer.cpp).
   std::vector<std::vector<const Param*>> stages_;
   GradReadyHook grad_ready_;
+  std::unique_ptr<TrainGraphs> graphs_;  // set_train_graphs(true) on the GPU
 
   Arena arena_;
   Workspace ws_;
   // Inputs: [rows] i32 ids, [batch] i32 lengths.
   Buffer src_ids_, tgt_in_, tgt_out_, src_lengths_, tgt_lengths_;
+  Buffer step_;       // [2] i32: the step as a u64 (StepContext::step_on_device)
+  Buffer loss_sums_;  // [kLossSumsWords] i32: cross_entropy_forward_backward_into's sums
   // Activations: [rows, d_model] (embeddings, final norms), [rows, vocab] logits.
   Buffer src_x0_, tgt_x0_, enc_final_, dec_final_, logits_;
   Buffer enc_mean_, enc_rstd_, dec_mean_, dec_rstd_;  // [rows] f32

@@ -97,6 +97,18 @@ void check_checkpoint_dir_writable(const std::string& dir) {
     throw CheckpointError("checkpoint.dir: " + dir + " is not writable: " + std::strerror(errno));
 }
 
+// The end-of-run line about train.cuda_graphs: what ran from graphs, or why graphs were given up.
+std::string train_graphs_line(const TrainGraphStats& g) {
+  std::string line = "cuda graphs: " + std::to_string(g.replays) +
+                     " forward-backward passes "
+                     "replayed, " +
+                     std::to_string(g.eager_steps) + " op by op, " + std::to_string(g.captures) +
+                     " captures";
+  if (g.evictions > 0) line += ", " + std::to_string(g.evictions) + " graphs evicted";
+  if (!g.failure.empty()) line += "; given up: " + g.failure;
+  return line;
+}
+
 // Everything the loop carries from step to step that a checkpoint must bring back (besides the
 // tensors and the data position).
 struct LoopState {
@@ -246,6 +258,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   if (!options.init_from.empty())
     init_from_checkpoint(options.init_from, model_->params(), cfg, vocab_path_, out);
   optimizer_ = std::make_unique<Optimizer>(model_->params(), cfg.optimizer, device_);
+  model_->set_train_graphs(device_ == Device::cuda && cfg.train.cuda_graphs);
   out << "data: " << data_->describe() << "\n"
       << "model: " << model_->params().total_elements() << " parameters (init "
       << config_name(cfg.model.init) << "), arena " << model_->arena_bytes() / (1 << 20) << " MiB, "
@@ -563,6 +576,8 @@ void TrainingRun::finish(const std::string& stop_reason) {
     reporter_->log_message("early stop: no better " + state_.best->metric.name + " in " +
                            std::to_string(state_.evals_since_best) + " evaluations since step " +
                            std::to_string(state_.best->step));
+  if (const TrainGraphStats* graphs = model_->train_graph_stats())
+    reporter_->log_message(train_graphs_line(*graphs));
   char line[160];
   std::snprintf(line, sizeof line, "done: %lld steps in %.1f s",
                 static_cast<long long>(state_.step), summary_.wall_seconds);

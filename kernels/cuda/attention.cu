@@ -95,11 +95,7 @@ __global__ void dropped_probs(const float* __restrict__ probs, T* __restrict__ d
   if (first >= n) return;
   float scales[4] = {1.0f, 1.0f, 1.0f, 1.0f};
   if (p > 0.0f) {
-    const Philox4 draw = philox4x32(
-        static_cast<uint32_t>(block), static_cast<uint32_t>(static_cast<uint64_t>(block) >> 32),
-        key.tensor_id ^ static_cast<uint32_t>(key.step >> 32) * 0x9E3779B9u,
-        static_cast<uint32_t>(key.step), static_cast<uint32_t>(key.seed),
-        static_cast<uint32_t>(key.seed >> 32));
+    const Philox4 draw = philox_block(key, static_cast<uint64_t>(block));
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float uniform = static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f);

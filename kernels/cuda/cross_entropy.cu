@@ -255,9 +255,14 @@ void launch_rows(unsigned rows, int threads, const T* logits, const int32_t* tar
 
 }  // namespace
 
-LossSums cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, int32_t pad_id,
-                                        float smoothing, float grad_scale, Tensor& d_logits) {
-  constexpr const char* op = "cross_entropy_forward_backward";
+namespace {
+
+// The checks and launches of both forms; the row results go to the stream's scratch and their
+// sums to `device_sums` (a DeviceSums, kLossSumsWords words), or to the scratch when null. Returns
+// where the sums are, or null when there are no rows (nothing enqueued).
+void* enqueue_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets,
+                            int32_t pad_id, float smoothing, float grad_scale, Tensor& d_logits,
+                            void* device_sums_out) {
   detail::require_rank(op, "logits", logits, 2);
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
   check_shape(op, "targets", targets, {rows});
@@ -274,7 +279,7 @@ LossSums cross_entropy_forward_backward(const Tensor& logits, const Tensor& targ
   if (vocab > INT_MAX)
     throw std::invalid_argument(std::string(op) + ": vocabulary " + std::to_string(vocab) +
                                 " is too large");
-  if (rows == 0) return LossSums{};
+  if (rows == 0) return nullptr;
   if (vocab == 0)
     throw std::invalid_argument(std::string(op) + ": logits " + logits.shape_string() +
                                 " has no vocabulary");
@@ -286,8 +291,8 @@ LossSums cross_entropy_forward_backward(const Tensor& logits, const Tensor& targ
   const size_t sums_offset = layout.add(sizeof(DeviceSums));
   void* base = resources.scratch(layout.total());
   RowLoss* row_losses = at_offset<RowLoss>(base, rows_offset);
-  DeviceSums* device_sums = at_offset<DeviceSums>(base, sums_offset);
-  auto* host_sums = static_cast<DeviceSums*>(resources.host_result(sizeof(DeviceSums)));
+  DeviceSums* device_sums = device_sums_out != nullptr ? static_cast<DeviceSums*>(device_sums_out)
+                                                       : at_offset<DeviceSums>(base, sums_offset);
 
   const bool aligned =
       is_aligned16(logits.data) && (d_logits.empty() || is_aligned16(d_logits.data));
@@ -337,6 +342,14 @@ LossSums cross_entropy_forward_backward(const Tensor& logits, const Tensor& targ
   });
   sum_row_losses<<<1, kSumThreads, 0, stream>>>(row_losses, target_ids, rows, device_sums);
   CUDA_CHECK_LAUNCH();
+  return device_sums;
+}
+
+// Copies the sums at `device_sums` back (synchronising the current stream) and checks the targets.
+LossSums read_sums(const char* op, const void* device_sums, int64_t vocab) {
+  cudaStream_t stream = current_stream();
+  auto* host_sums =
+      static_cast<DeviceSums*>(stream_resources(stream).host_result(sizeof(DeviceSums)));
   CUDA_CHECK(
       cudaMemcpyAsync(host_sums, device_sums, sizeof(DeviceSums), cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -352,6 +365,32 @@ LossSums cross_entropy_forward_backward(const Tensor& logits, const Tensor& targ
   result.tokens = sums.tokens;
   result.correct = sums.correct;
   return result;
+}
+
+}  // namespace
+
+static_assert(sizeof(DeviceSums) <= kLossSumsWords * sizeof(int32_t));
+
+LossSums cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, int32_t pad_id,
+                                        float smoothing, float grad_scale, Tensor& d_logits) {
+  constexpr const char* op = "cross_entropy_forward_backward";
+  const void* sums =
+      enqueue_cross_entropy(op, logits, targets, pad_id, smoothing, grad_scale, d_logits, nullptr);
+  return sums == nullptr ? LossSums{} : read_sums(op, sums, logits.dim(1));
+}
+
+void cross_entropy_forward_backward_into(const Tensor& logits, const Tensor& targets,
+                                         int32_t pad_id, float smoothing, float grad_scale,
+                                         Tensor& d_logits, Tensor& sums) {
+  constexpr const char* op = "cross_entropy_forward_backward_into";
+  detail::require_on_gpu(op, {{"sums", &sums}});
+  if (enqueue_cross_entropy(op, logits, targets, pad_id, smoothing, grad_scale, d_logits,
+                            sums.data) == nullptr)
+    CUDA_CHECK(cudaMemsetAsync(sums.data, 0, sizeof(DeviceSums), current_stream()));
+}
+
+LossSums read_loss_sums(const Tensor& sums, int64_t vocab) {
+  return read_sums("read_loss_sums", sums.data, vocab);
 }
 
 }  // namespace nmt::cuda

@@ -16,5 +16,10 @@ namespace nmt::cuda {
 // target outside [0, vocab) that is not pad_id.
 LossSums cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, int32_t pad_id,
                                         float smoothing, float grad_scale, Tensor& d_logits);
+// Enqueue-only: the sums go to `sums` ([kLossSumsWords] i32 on the GPU) for read_loss_sums.
+void cross_entropy_forward_backward_into(const Tensor& logits, const Tensor& targets,
+                                         int32_t pad_id, float smoothing, float grad_scale,
+                                         Tensor& d_logits, Tensor& sums);
+LossSums read_loss_sums(const Tensor& sums, int64_t vocab);
 
 }  // namespace nmt::cuda

@@ -13,13 +13,9 @@
 
 namespace nmt::cuda {
 
-// The same counter and key words as rng_uniform(key, element) in kernels/philox.h, for the block
-// of four elements starting at 4 * block.
+// The block of four elements starting at 4 * block: rng_uniform's call (kernels/philox.h).
 __device__ __forceinline__ Philox4 dropout_block(const RngKey& key, uint64_t block) {
-  return philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                    key.tensor_id ^ static_cast<uint32_t>(key.step >> 32) * 0x9E3779B9u,
-                    static_cast<uint32_t>(key.step), static_cast<uint32_t>(key.seed),
-                    static_cast<uint32_t>(key.seed >> 32));
+  return philox_block(key, block);
 }
 
 // The factors of the four elements of `block` (one Philox call): keep_scale where the element is

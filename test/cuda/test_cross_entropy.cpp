@@ -86,6 +86,19 @@ TEST_CASE("cuda cross-entropy matches the CPU reference", "[cuda][cross_entropy]
             gl.view, gt.view, kPad, smoothing, grad_scale, gl.view);
         CHECK(in_place.loss == sums.loss);
         check_identical("d_logits in place", download(gl.view), grad);
+
+        // The enqueue-only form leaves the same sums on the device (and the same gradient).
+        GpuTensor gl2 = upload(logits, {rows, vocab}, dtype);
+        GpuTensor sums_buffer =
+            upload_i32(std::vector<int32_t>(kLossSumsWords, -1), {kLossSumsWords});
+        cross_entropy_forward_backward_into(gl2.view, gt.view, kPad, smoothing, grad_scale,
+                                            gl2.view, sums_buffer.view);
+        const LossSums deferred = read_loss_sums(sums_buffer.view, vocab);
+        CHECK(deferred.loss == sums.loss);
+        CHECK(deferred.nll == sums.nll);
+        CHECK(deferred.tokens == sums.tokens);
+        CHECK(deferred.correct == sums.correct);
+        check_identical("d_logits, sums into a buffer", download(gl2.view), grad);
       }
 }
 
@@ -96,6 +109,10 @@ TEST_CASE("cuda cross-entropy rejects a target outside the vocabulary", "[cuda][
   Tensor none;
   CHECK_THROWS_AS(cuda::cross_entropy_forward_backward(gl.view, gt.view, kPad, 0.1f, 1.0f, none),
                   std::invalid_argument);
+  // The enqueue-only form reports it when its sums are read.
+  GpuTensor sums = upload_i32(std::vector<int32_t>(kLossSumsWords, -1), {kLossSumsWords});
+  cross_entropy_forward_backward_into(gl.view, gt.view, kPad, 0.1f, 1.0f, none, sums.view);
+  CHECK_THROWS_AS(read_loss_sums(sums.view, 10), std::invalid_argument);
 }
 
 }  // namespace nmt::test

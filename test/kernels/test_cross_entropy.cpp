@@ -108,6 +108,34 @@ TEST_CASE("cross entropy gradient may overwrite the logits", "[cross_entropy]") 
   CHECK(in_place == separate);
 }
 
+TEST_CASE("cross entropy into a sums buffer gives the returned sums and the same gradient",
+          "[cross_entropy]") {
+  const int64_t rows = 4, vocab = 11;
+  const std::vector<float> logits = random_uniform(static_cast<size_t>(rows * vocab), 12, -3, 3);
+  const std::vector<int32_t> targets = {4, kPad, 10, 1};
+  std::vector<float> expected_grad;
+  const LossSums expected = run(logits, targets, vocab, 0.1f, 0.5f, &expected_grad);
+  std::vector<float> grad(logits.size(), NAN);
+  std::vector<int32_t> sums_words(kLossSumsWords, -1);
+  Tensor grad_view = view(grad, {rows, vocab}), sums = view(sums_words, {kLossSumsWords});
+  cross_entropy_forward_backward_into(view(logits, {rows, vocab}), view(targets, {rows}), kPad,
+                                      0.1f, 0.5f, grad_view, sums);
+  const LossSums got = read_loss_sums(sums, vocab);
+  CHECK(got.loss == expected.loss);
+  CHECK(got.nll == expected.nll);
+  CHECK(got.tokens == expected.tokens);
+  CHECK(got.correct == expected.correct);
+  CHECK(grad == expected_grad);
+  // A sums buffer of the wrong size is refused, naming it.
+  std::vector<int32_t> short_words(3);
+  Tensor short_sums = view(short_words, {3});
+  const std::string message = invalid_argument_message([&] {
+    cross_entropy_forward_backward_into(view(logits, {rows, vocab}), view(targets, {rows}), kPad,
+                                        0.1f, 0.5f, grad_view, short_sums);
+  });
+  CHECK(message.find("cross_entropy_forward_backward_into: sums") != std::string::npos);
+}
+
 TEST_CASE("cross entropy rejects bad targets and shapes, naming the op",
           "[cross_entropy][errors]") {
   const std::vector<float> logits(6);

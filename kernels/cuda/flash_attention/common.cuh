@@ -393,14 +393,6 @@ __device__ __forceinline__ void zero_rows(T* gmem, int64_t stride, int rows) {
     gmem[static_cast<int64_t>(e / D) * stride + e % D] = zero_value<T>();
 }
 
-// The Philox draw of element block `block` of a stream: the same call as rng_uniform (philox.h).
-__device__ __forceinline__ Philox4 philox_block(const RngKey& key, uint64_t block) {
-  return philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                    key.tensor_id ^ static_cast<uint32_t>(key.step >> 32) * 0x9E3779B9u,
-                    static_cast<uint32_t>(key.step), static_cast<uint32_t>(key.seed),
-                    static_cast<uint32_t>(key.seed >> 32));
-}
-
 // keep[r * kMaskStride + c] = dropout_keep(key, first + r * row_step + c, p) for the kTile x kTile
 // tile whose element (0, 0) is `first` (rows row_step apart), by kThreads cooperating threads of
 // which this is `thread`, four elements per Philox call as rng_uniform draws them; a barrier over

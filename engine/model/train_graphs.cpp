@@ -1,0 +1,71 @@
+// TrainGraphs: op by op at a shape's first step, captured at its second, replayed after; a bounded
+// cache of graphs, dropped when the stream's scratch moves.
+#include "engine/model/train_graphs.h"
+
+#include <exception>
+#include <stdexcept>
+
+#include "kernels/cuda/scratch.h"
+
+namespace nmt {
+
+TrainGraphs::TrainGraphs() : stream_(std::make_unique<cuda::OwnedStream>()) {}
+
+TrainGraphs::Entry* TrainGraphs::find(const TrainStepKey& key) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->key == key) {
+      entries_.splice(entries_.begin(), entries_, it);
+      return &entries_.front();
+    }
+  return nullptr;
+}
+
+void TrainGraphs::forget_graphs_if_scratch_moved() {
+  const void* now = cuda::stream_resources(stream_->get()).scratch_address();
+  if (now == scratch_address_) return;
+  // The old scratch was freed when it grew: a graph captured with it would write freed memory.
+  // The shapes stay known (the scratch only grows, so each still fits): their next step captures.
+  scratch_address_ = now;
+  for (Entry& entry : entries_) entry.graph = cuda::CapturedGraph();
+}
+
+void TrainGraphs::run(const TrainStepKey& key, const std::function<void()>& step) {
+  if (!stats_.failure.empty()) {
+    step();
+    ++stats_.eager_steps;
+    return;
+  }
+  forget_graphs_if_scratch_moved();  // grown by the last op-by-op step
+  Entry* entry = find(key);
+  if (entry == nullptr) {
+    step();
+    ++stats_.eager_steps;
+    entries_.push_front(Entry{key, cuda::CapturedGraph()});
+    if (entries_.size() > kMaxGraphs) {
+      entries_.pop_back();
+      ++stats_.evictions;
+    }
+    return;
+  }
+  if (entry->graph.empty()) {
+    try {
+      entry->graph = cuda::CapturedGraph::capture(stream_->get(), step);
+    } catch (const std::logic_error&) {
+      // A wrong argument of an op (the capture has ended): the step's own error, not the graph's.
+      throw;
+    } catch (const std::exception& e) {
+      // Something in the step cannot be captured: train on without graphs rather than fail.
+      stats_.failure = e.what();
+      entries_.clear();
+      step();
+      ++stats_.eager_steps;
+      return;
+    }
+    ++stats_.captures;
+    stats_.graph_nodes = entry->graph.nodes();
+  }
+  entry->graph.launch(stream_->get());
+  ++stats_.replays;
+}
+
+}  // namespace nmt

@@ -1,0 +1,77 @@
+// TrainGraphs: the CUDA graphs of Transformer::forward_backward (issue 14). A base step is ~430
+// kernel launches; captured once per batch shape into a CUDA graph (kernels/cuda/graph.h) and
+// replayed, it costs one launch, and the host is free for the next batch while the GPU works.
+// A graph freezes every launch argument, so each is keyed by everything the step's launches depend
+// on besides device memory (TrainStepKey); what changes from step to step (token ids, lengths, the
+// dropout step) the step reads from device memory. Token batching already pads both sides to a
+// multiple of 8 tokens (data/batch.h), so a run meets a bounded set of shapes and no graph needs
+// padding of its own. The step's work runs on a stream of this class's own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+
+#include "kernels/cuda/graph.h"
+#include "kernels/cuda/stream.h"
+
+namespace nmt {
+
+// What a training step's launches depend on besides device memory: the batch's shape (grids,
+// cuBLAS products, tensor views) and the two host scalars the loss takes.
+struct TrainStepKey {
+  int64_t sentences = 0, src_len = 0, tgt_len = 0;
+  float loss_scale = 1.0f, label_smoothing = 0.0f;
+  bool operator==(const TrainStepKey&) const = default;
+};
+
+struct TrainGraphStats {
+  int64_t eager_steps = 0;  // run op by op: a shape's first step, or after graphs were given up
+  int64_t captures = 0;     // graphs captured and instantiated
+  int64_t replays = 0;      // steps run as one graph launch (each capture's own step included)
+  int64_t evictions = 0;    // graphs dropped to keep at most kMaxGraphs
+  size_t graph_nodes = 0;   // nodes of the latest graph (the launches one replay replaces)
+  std::string failure;      // why graphs were given up (a capture failed), or empty
+};
+
+class TrainGraphs {
+ public:
+  // Graphs kept, the least recently used dropped first: a graph of a base step holds ~430 nodes
+  // (a few hundred KiB of driver memory), and the Bible run's batches take a few dozen shapes.
+  static constexpr size_t kMaxGraphs = 64;
+
+  TrainGraphs();  // creates the stream on the current device
+
+  cuda::OwnedStream& stream() { return *stream_; }
+
+  // Runs one step of `key`, enqueued by `step`, on the stream (which the caller has made current:
+  // cuda::StreamHandoff; everything the step reads from the host is uploaded before). A key's
+  // first step runs `step` op by op (which also sizes the stream's scratch and tunes its cuBLAS
+  // plans), its second is captured and launched, later ones replay that graph. A capture that
+  // fails gives graphs up (stats().failure says why) and runs the step op by op; so do all later
+  // steps.
+  void run(const TrainStepKey& key, const std::function<void()>& step);
+
+  const TrainGraphStats& stats() const { return stats_; }
+
+ private:
+  struct Entry {
+    TrainStepKey key;
+    cuda::CapturedGraph graph;  // empty until the key's second step
+  };
+
+  // The entry of `key`, moved to the front (most recently used), or nullptr.
+  Entry* find(const TrainStepKey& key);
+  // Graphs captured with the stream's old scratch address are dropped once the scratch has grown.
+  void forget_graphs_if_scratch_moved();
+
+  std::unique_ptr<cuda::OwnedStream> stream_;
+  std::list<Entry> entries_;  // at most kMaxGraphs, most recently used first
+  const void* scratch_address_ = nullptr;
+  TrainGraphStats stats_;
+};
+
+}  // namespace nmt
