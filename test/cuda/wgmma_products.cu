@@ -27,35 +27,42 @@ __device__ void a_fragment(uint32_t (&a)[4], const T* m, int k, int step, int wa
   a[3] = pair(row + 8, col + 8);
 }
 
-__global__ void product_kernel(int form, const T* a, const T* b, int k, float* c) {
+// One kernel per form: ptxas wants each wgmma.fence in the same straight-line code as the
+// products it covers and each commit right behind them; with a runtime branch on the form between
+// them (one kernel for all forms) it injected a warpgroup.arrive (C7519) before each form's first
+// product and before the dummy product it adds to commit at the join.
+template <WgmmaForm kForm>
+__global__ void product_kernel(const T* a, const T* b, int k, float* c) {
   __shared__ __align__(1024) T s_a[2 * 64 * 64];
   __shared__ __align__(1024) T s_b[2 * 64 * 64];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  if (form == 0) {
+  constexpr bool kRegisterA = kForm == WgmmaForm::rs_k_major || kForm == WgmmaForm::rs_transposed_b;
+  if constexpr (kForm == WgmmaForm::ss_k_major) {
     wgmma::load_swizzled<T, 128, 128>(s_a, a, 128, 64, tid);
     wgmma::load_swizzled<T, 128, 128>(s_b, b, 128, 64, tid);
   } else {
     wgmma::load_swizzled<T, 64, 128>(s_b, b, 64, 64, tid);
-    if (form == 3) wgmma::load_swizzled<T, 64, 128>(s_a, a, 64, 64, tid);
+    if constexpr (kForm == WgmmaForm::ss_transposed)
+      wgmma::load_swizzled<T, 64, 128>(s_a, a, 64, 64, tid);
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
   wgmma::fence_async_proxy();
   __syncthreads();
   float d[8][4] = {};
   uint32_t frag[4][4];
-  if (form == 1 || form == 2)
+  if constexpr (kRegisterA)
     for (int s = 0; s < 4; ++s) a_fragment(frag[s], a, k, s, warp, lane);
   wgmma::fence();
-  if (form == 0) {
+  if constexpr (kForm == WgmmaForm::ss_k_major) {
 #pragma unroll
     for (int s = 0; s < 8; ++s)
       wgmma::mma_ss<T>(d, wgmma::desc_k_major(s_a + (s / 4) * 4096, s % 4),
                        wgmma::desc_k_major(s_b + (s / 4) * 4096, s % 4), s > 0);
-  } else if (form == 1) {
+  } else if constexpr (kForm == WgmmaForm::rs_k_major) {
 #pragma unroll
     for (int s = 0; s < 4; ++s)
       wgmma::mma_rs<T, false>(d, frag[s], wgmma::desc_k_major(s_b, s), s > 0);
-  } else if (form == 2) {
+  } else if constexpr (kForm == WgmmaForm::rs_transposed_b) {
 #pragma unroll
     for (int s = 0; s < 4; ++s)
       wgmma::mma_rs<T, true>(d, frag[s], wgmma::desc_mn_major(s_b, s), s > 0);
@@ -93,7 +100,20 @@ std::vector<float> run_wgmma_product(WgmmaForm form, const std::vector<uint16_t>
   check(cudaMalloc(&d_c, 64 * 64 * 4), "cudaMalloc");
   check(cudaMemcpy(d_a, a.data(), a.size() * 2, cudaMemcpyHostToDevice), "copy a");
   check(cudaMemcpy(d_b, b.data(), b.size() * 2, cudaMemcpyHostToDevice), "copy b");
-  product_kernel<<<1, 128>>>(static_cast<int>(form), d_a, d_b, k, d_c);
+  switch (form) {
+    case WgmmaForm::ss_k_major:
+      product_kernel<WgmmaForm::ss_k_major><<<1, 128>>>(d_a, d_b, k, d_c);
+      break;
+    case WgmmaForm::rs_k_major:
+      product_kernel<WgmmaForm::rs_k_major><<<1, 128>>>(d_a, d_b, k, d_c);
+      break;
+    case WgmmaForm::rs_transposed_b:
+      product_kernel<WgmmaForm::rs_transposed_b><<<1, 128>>>(d_a, d_b, k, d_c);
+      break;
+    case WgmmaForm::ss_transposed:
+      product_kernel<WgmmaForm::ss_transposed><<<1, 128>>>(d_a, d_b, k, d_c);
+      break;
+  }
   check(cudaGetLastError(), "product_kernel launch");
   std::vector<float> c(64 * 64);
   check(cudaMemcpy(c.data(), d_c, c.size() * 4, cudaMemcpyDeviceToHost), "product_kernel");

@@ -281,14 +281,20 @@ __global__ void __launch_bounds__(kBlockThreads, D == 64 ? 2 : 1)
     const uint64_t v_previous = v_desc0 + previous * kDescStage;
     if (j < group_tiles) {
       const int n0 = j * kTile;
-      wgmma::fence();  // o and prob were last written by ordinary code
-      rows.issue_scores(q_desc, k_desc0 + stage * kDescStage);
-      wgmma::commit();
+      // ptxas wants a wgmma.fence in the same straight-line code as the products it covers: a
+      // branch between the fence and a product makes it inject a warpgroup.arrive (C7519) before
+      // the product. So each case has its own fence and issues all of its products after it.
       if (j > 0) {
+        wgmma::fence();  // o and prob were last written by ordinary code
+        rows.issue_scores(q_desc, k_desc0 + stage * kDescStage);
+        wgmma::commit();
         rows.issue_pv(v_previous);
         wgmma::commit();
         wgmma::wait<1>();  // the scores, not yet P V
       } else {
+        wgmma::fence();
+        rows.issue_scores(q_desc, k_desc0 + stage * kDescStage);
+        wgmma::commit();
         wgmma::wait<0>();
       }
       wgmma::hold(rows.s);
@@ -298,11 +304,13 @@ __global__ void __launch_bounds__(kBlockThreads, D == 64 ? 2 : 1)
       float alpha[2];
       const bool moved = rows.softmax(p.scale_log2, alpha);
       if (dropout) rows.drop(s_keep + (j % 2) * P::kKeepBytes, warp_row0 + g, t4);
-      if (j > 0) {
-        wgmma::wait<0>();
-        rows.hold_output();
-        if (__any_sync(0xffffffffu, moved)) rows.rescale_output(alpha);
-      }
+      // Unconditional (at j = 0 nothing is in flight and the wait costs nothing): ptxas does not
+      // connect this j > 0 with the one above, so a wait only under j > 0 left it a path with
+      // P V in flight past the loop, and it injected a warpgroup.wait (C7517) before the reads
+      // of o after it.
+      wgmma::wait<0>();
+      rows.hold_output();
+      if (j > 0 && __any_sync(0xffffffffu, moved)) rows.rescale_output(alpha);
       rows.pack_probabilities();
     } else if (j == group_tiles) {  // causal: this warpgroup's last P V
       wgmma::fence();
