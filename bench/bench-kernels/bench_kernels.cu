@@ -2,7 +2,7 @@
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
 // Usage: bench-kernels [--runs N] [--verbose]
 //                      [--only attention-fused|column-sums|bias-grad-tails|residual-layernorm|
-//                              gemm-algos]
+//                              layernorm-backward|gemm-algos]
 // gemm-algos runs only when named: it times every cuBLASLt algorithm of each training-step product.
 #include <cuda_runtime.h>
 
@@ -243,7 +243,8 @@ int main(int argc, char** argv) {
   using namespace nmt::bench;
   const char* usage =
       "usage: bench-kernels [--runs N] [--verbose] [--only "
-      "attention-fused|column-sums|bias-grad-tails|residual-layernorm|gemm-algos]\n"
+      "attention-fused|column-sums|bias-grad-tails|residual-layernorm|layernorm-backward|"
+      "gemm-algos]\n"
       "  gemm-algos (only with --only): every cuBLASLt algorithm the heuristic offers for each\n"
       "  product of a base training step; --verbose prints one line per algorithm\n";
   int runs = 30;
@@ -259,6 +260,7 @@ int main(int argc, char** argv) {
                 std::strcmp(argv[i + 1], "column-sums") == 0 ||
                 std::strcmp(argv[i + 1], "bias-grad-tails") == 0 ||
                 std::strcmp(argv[i + 1], "residual-layernorm") == 0 ||
+                std::strcmp(argv[i + 1], "layernorm-backward") == 0 ||
                 std::strcmp(argv[i + 1], "gemm-algos") == 0)) {
       only = argv[++i];
     } else {
@@ -292,6 +294,10 @@ int main(int argc, char** argv) {
       bench_residual_layernorm(timer, report);
       return 0;
     }
+    if (only == "layernorm-backward") {
+      bench_layernorm_backward(timer, report);
+      return 0;
+    }
     if (only == "gemm-algos") {
       bench_gemm_algos(timer, verbose);
       return 0;
@@ -305,6 +311,7 @@ int main(int argc, char** argv) {
     bench_column_sums(timer, report);
     bench_bias_grad_tails(timer, report);
     bench_residual_layernorm(timer, report);
+    bench_layernorm_backward(timer, report);
     bench_attention(timer, false);
     bench_attention(timer, true);
     bench_embedding_and_dropout(timer);

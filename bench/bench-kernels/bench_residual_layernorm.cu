@@ -1,4 +1,4 @@
-// bench-kernels' post-norm LayerNorm tail rows (bench_residual_layernorm.h).
+// bench-kernels' LayerNorm backward and post-norm LayerNorm tail rows (bench_residual_layernorm.h).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -68,7 +68,48 @@ void bench_backward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t 
   report("layernorm_backward_dropout_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
 }
 
+// The three backward ops of one register-path kernel (layernorm_backward.cu), each alone: the
+// plain backward (read dy and x, write dx), the pre-norm residual tail (also read the residual, dx
+// in place over it) and the post-norm dropout tail (also write d_branch). GB/s of those bytes.
+void bench_backward_tails(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d) {
+  DeviceTensor dy({rows, d}, DType::bf16), x({rows, d}, DType::bf16), dx({rows, d}, DType::bf16),
+      d_branch({rows, d}, DType::bf16), gamma({d}, DType::bf16), mean({rows}, DType::f32),
+      rstd({rows}, DType::f32), d_gamma({d}, DType::f32), d_beta({d}, DType::f32),
+      d_branch_bias({d}, DType::f32);
+  fill_uniform(dy.view, -1, 1, 70);
+  fill_uniform(x.view, -2, 2, 71);
+  fill_uniform(dx.view, -1, 1, 72);
+  fill_uniform(gamma.view, 0.5f, 1.5f, 73);
+  fill_uniform(mean.view, -0.1f, 0.1f, 74);
+  fill_uniform(rstd.view, 0.5f, 1.5f, 75);
+  const RngKey key{5, 6, 9};
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(d);
+  const double pass = static_cast<double>(rows * d) * 2;  // one [rows, d] bf16 tensor
+  double ms = timer.median_ms([&] {
+    cuda::layernorm_backward(dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view,
+                             d_gamma.view, d_beta.view);
+  });
+  report("layernorm_backward bf16", shape, ms, gb_per_s(3 * pass, ms), "GB/s");
+  // dx is the residual (in place, as Sublayer::backward's pre-norm branch runs it); its values
+  // grow by the input gradient each run, which leaves the timing alone.
+  ms = timer.median_ms([&] {
+    cuda::layernorm_backward_add(dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view,
+                                 dx.view, d_gamma.view, d_beta.view);
+  });
+  report("layernorm_backward_add bf16", shape, ms, gb_per_s(4 * pass, ms), "GB/s");
+  ms = timer.median_ms([&] {
+    cuda::layernorm_backward_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
+                                          dx.view, d_gamma.view, d_beta.view, d_branch.view,
+                                          kDropout, key, d_branch_bias.view);
+  });
+  report("layernorm_backward_dropout_bias bf16", shape, ms, gb_per_s(4 * pass, ms), "GB/s");
+}
+
 }  // namespace
+
+void bench_layernorm_backward(KernelTimer& timer, ReportRow report) {
+  for (int64_t d : {512, 1024}) bench_backward_tails(timer, report, 8192, d);
+}
 
 void bench_residual_layernorm(KernelTimer& timer, ReportRow report) {
   for (int64_t d : {512, 1024}) bench_forward(timer, report, 8192, d);

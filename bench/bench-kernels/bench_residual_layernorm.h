@@ -1,6 +1,6 @@
 // bench-kernels' post-norm LayerNorm tail rows: the fused ops of kernels/cuda/layernorm.h against
 // the two launches each replaces (dropout_residual_add then layernorm_forward; layernorm_backward
-// then dropout_backward_bias).
+// then dropout_backward_bias); and the LayerNorm backward ops alone.
 #pragma once
 
 #include "bench/bench-kernels/bench_column_sums.h"
@@ -14,5 +14,11 @@ namespace nmt::bench {
 // residual and branch, write sum and y; backward: read dy and x, write dx and d_branch), so the
 // pair's rate is what it reaches on the work the fused op does.
 void bench_residual_layernorm(KernelTimer& timer, ReportRow report);
+
+// Times the LayerNorm backward ops alone, bf16, at [8192, 512] and [8192, 1024]:
+// layernorm_backward, layernorm_backward_add (dx in place over the residual) and
+// layernorm_backward_dropout_bias (p 0.1), in ms and GB/s of each op's [rows, d] traffic (3, 4 and
+// 4 passes).
+void bench_layernorm_backward(KernelTimer& timer, ReportRow report);
 
 }  // namespace nmt::bench

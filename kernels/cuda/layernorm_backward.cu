@@ -1,12 +1,15 @@
 // LayerNorm backward on the GPU, with its tails: layernorm_backward_add (the pre-norm residual's
 // add) and layernorm_backward_dropout_bias (the post-norm sublayer's dropout backward and the
 // branch's bias gradient). The register path (layernorm_rows.cuh: one warp per row, rows of up to
-// 1024 columns) runs one grid's worth of blocks whose warps stride over the rows; parameter
-// gradients are per-block partial sums plus an ordered second pass (reduce.h): deterministic, no
-// float atomics. Other rows take a block-per-row path through global memory. The tails are the same
-// kernels with the extra work done where dx is stored (BackwardTail), so dx, d_gamma and d_beta are
-// the plain backward's bits.
+// 1024 columns) runs one grid's worth of blocks whose warps stride over the rows, adding their
+// columns' parameter-gradient terms into per-warp sums in shared memory; parameter gradients are
+// per-block partial sums plus an ordered second pass (reduce.h): deterministic, no float atomics.
+// Other rows take a block-per-row path through global memory. The tails are the same kernels with
+// the extra work done where dx is stored (BackwardTail), so dx, d_gamma and d_beta are the plain
+// backward's bits.
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/bias_grad_tails.h"
 #include "kernels/cuda/check.h"
@@ -56,68 +59,139 @@ __device__ __forceinline__ T stored_dx(float input_gradient, T residual) {
   return rounded;
 }
 
-// Warps stride over rows; each lane keeps its columns' d_gamma / d_beta sums in registers, the
-// block adds its warps' sums in warp order in shared memory and writes one partial row
-// [d_gamma | d_beta] (with the dropout tail [d_gamma | d_beta | d_branch_bias]). The next row's
-// loads are issued before the current row is computed, so each warp keeps two rows in flight.
-// Two blocks per multiprocessor (at most 128 registers) while a lane holds at most 16 16-bit or
-// 8 f32 elements (d = 512 in bf16); wider rows get the registers they need at one block per
-// multiprocessor rather than spill.
+// Element i of a pack in f32, the value to_float gives. For bf16 (f32's upper half) the element's
+// 32-bit word shifted or masked into place, not cvt.f32.bf16: with the conversion instruction
+// ptxas spilled the bf16 row kernels at the register bounds below (the f16 ones, the same PTX with
+// cvt.f32.f16, fit), with integer operations they fit as the f16 ones do.
+template <typename T, int VEC>
+__device__ __forceinline__ float element(const Pack<T, VEC>& pack, int i) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && VEC % 2 == 0) {
+    uint32_t word;
+    memcpy(&word, &pack.v[i & ~1], sizeof(word));
+    return __uint_as_float(i % 2 == 0 ? word << 16 : word & 0xffff0000u);
+  } else {
+    return to_float(pack.v[i]);
+  }
+}
+
+// Where the register path keeps its parameter sums. Each warp owns a row of kSpan floats per sum
+// in shared memory and each lane adds its own columns' terms into it, so a column's sum in a warp
+// is that warp's rows in row order, as in registers, without the registers: lane l's column
+// (c * 32 + l) * VEC + i sits in group q = i / kQuad of its pack c, at ((c * kQuads + q) * 32 + l)
+// * kQuad. A group is 16 bytes where VEC is a multiple of 4 (one shared access), and a warp's
+// access to one group of its packs covers 512 contiguous bytes: no bank conflicts, where the
+// columns' own order (lanes 32 bytes apart for 16-bit packs) would take twice the wavefronts.
+template <int VEC, int CHUNKS>
+struct LaneSums {
+  static constexpr int kQuad = VEC % 4 == 0 ? 4 : 1;
+  static constexpr int kQuads = VEC / kQuad;
+  static constexpr int kSpan = VEC * CHUNKS * 32;  // the widest row of the variant
+  using Group = Pack<float, kQuad>;
+  __device__ static int group(int lane, int c, int q) {
+    return ((c * kQuads + q) * 32 + lane) * kQuad;
+  }
+  __device__ static int of_column(int col) {
+    const int pack = col / VEC, i = col % VEC;
+    return group(pack % 32, pack / 32, i / kQuad) + i % kQuad;
+  }
+};
+
+// Blocks per multiprocessor the register path is compiled for (__launch_bounds__, so at most 64,
+// 80 or 128 registers a thread), by the bytes of one [rows, d] tensor a lane holds of a row: 4 up
+// to 32 bytes (d <= 512 in bf16 / f16, <= 256 in f32), 3 up to 64 (d <= 1024 in bf16 / f16, <= 512
+// in f32), 2 above (f32 up to 1024). Each holds what its shared sums allow (see below).
+template <typename T, int VEC, int CHUNKS>
+constexpr int backward_min_blocks() {
+  constexpr int bytes = VEC * CHUNKS * static_cast<int>(sizeof(T));
+  return bytes <= 32 ? 4 : bytes <= 64 ? 3 : 2;
+}
+
+// Warps stride over rows, one row at a time: a lane loads its packs of dy and x (and, for rows of
+// up to 32 bytes a lane, the residual), draws the row's dropout mask while they are in flight,
+// makes the two row sums (warp_sum), stores dx (and d_branch), then adds its columns' d_gamma /
+// d_beta terms (and the stored d_branch values) into its warp's shared sums (LaneSums). At the end
+// the block adds its warps' sums in warp order and writes one partial row [d_gamma | d_beta] (with
+// the dropout tail [d_gamma | d_beta | d_branch_bias]); an ordered second pass (reduce.h) adds the
+// blocks' rows. Each column's sum is each warp's rows in row order, then the warps in order, then
+// the blocks in order, on the grid of backward_row_blocks: the same for every tail.
+//
+// Why the sums are in shared memory and no row is prefetched: the kernel used to keep them in
+// registers (2 * VEC * CHUNKS floats a lane) and load the warp's next row while computing one. The
+// bf16 d = 512 variant then needed 125 registers, two 256-thread blocks (16 warps) per
+// multiprocessor, and bf16 d = 1024 or f32 from d = 512 needed 142 to 255 registers, one block (8
+// warps): too few warps to cover the loads' latency and each row's dependent chain (two warp sums,
+// the mask's Philox rounds), and at 8192 x 512 the dropout tail ran at a third of its memory
+// floor. Now a lane holds one row's packs of dy and x (gamma's packs are read again where used,
+// L1 hits): 56 to 64 registers up to 32 bytes a lane (d <= 512 in bf16 / f16, <= 256 in f32),
+// four blocks (32 warps) per multiprocessor; 72 to 80 up to 64 bytes, three; 96 to 127 (f32 up to
+// 1024), two (backward_min_blocks). The many warps' loads in flight replace each warp's second row:
+// 32 warps x 2 KiB of dy and x at bf16 d = 512 is about twice what the memory's latency needs. The
+// shared sums cost a lane 2 * VEC * CHUNKS / 4 reads and as many writes of 16 bytes a row (3 * with
+// the dropout tail), conflict-free, about a quarter of the shared memory's bandwidth at the memory
+// floor, and a block kWarpsPerBlock * kSums * kSpan floats: 32 KiB for the variants of up to 512
+// columns (48 KiB with the dropout tail), 64 KiB up to 1024 (96 KiB). A Hopper multiprocessor's 228
+// KiB hold the blocks above but for the dropout tail of bf16 / f16 rows over 512 columns: two
+// blocks where the registers allow three (see backward_row_blocks).
+//
 // ADD_RESIDUAL: dx = residual + the input gradient (stored_dx); residual may be dx: a lane reads
-// its residual pack of a row before it writes the same pack of dx. DROPOUT_BIAS: after storing a dx
-// pack the lane stores d_branch = dx * the pack's dropout scales (dropout_kernel's product of the
-// stored dx, rounded to T; a copy of dx when p is 0) and adds the stored d_branch values into its
-// warp's row of branch sums in shared memory (registers would make the bf16 d = 512 variant spill
-// at two blocks per multiprocessor, as the residual did). The mask of the row is drawn into one
-// word per lane before the row's reductions, while the next row's loads are in flight.
+// each residual pack of a row before it writes the same pack of dx. Up to 32 bytes a lane the
+// packs come with dy and x; wider rows (held through the row sums they spilled) load pack c + 1
+// before storing pack c of dx, one pack ahead. DROPOUT_BIAS: after storing a dx pack the lane
+// stores d_branch = dx * the pack's dropout scales (dropout_kernel's product of the stored dx,
+// rounded to T; a copy of dx when p is 0) and adds the stored values into its warp's third row of
+// sums. The mask of the row is drawn into one word per lane while the row's loads are in flight.
 template <typename T, int VEC, int CHUNKS, BackwardTail TAIL>
-__global__ void __launch_bounds__(kRowThreads, VEC* CHUNKS * sizeof(T) <= 32 ? 2 : 1)
+__global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNKS>())
     layernorm_backward_rows(const T* dy, const T* __restrict__ x, const T* __restrict__ gamma,
                             const float* __restrict__ mean, const float* __restrict__ rstd,
                             const T* residual, T* dx, DropoutTail<T> dropout,
                             float* __restrict__ partials, int64_t rows, int d) {
   constexpr bool ADD_RESIDUAL = TAIL == BackwardTail::add_residual;
   constexpr bool DROPOUT_BIAS = TAIL == BackwardTail::dropout_bias;
+  constexpr int kSums = DROPOUT_BIAS ? 3 : 2;
   static_assert(VEC * CHUNKS <= 32, "a lane's dropout mask is one 32-bit word");
-  // [2, d]: d_gamma then d_beta; with DROPOUT_BIAS then [kWarpsPerBlock, d]: each warp's branch
-  // sums.
-  extern __shared__ float block_sums[];
   using P = Pack<T, VEC>;
+  using S = LaneSums<VEC, CHUNKS>;
+  using G = typename S::Group;
+  constexpr int kQuad = S::kQuad;
+  // With ADD_RESIDUAL: whether the residual's packs are loaded with dy and x, or one pack ahead
+  // of the dx stores.
+  constexpr bool kResidualWithRow = VEC * CHUNKS * sizeof(T) <= 32;
+  // [kWarpsPerBlock][kSums][S::kSpan]: each warp's d_gamma, d_beta (and d_branch_bias) sums.
+  extern __shared__ float4 shared_sums[];
+  float* const block_sums = reinterpret_cast<float*>(shared_sums);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float* branch_sums = block_sums + (2 + warp) * d;  // this warp's row (DROPOUT_BIAS only)
-  P gs[CHUNKS];
-  float acc_gamma[CHUNKS][VEC], acc_beta[CHUNKS][VEC];
+  float* const sums = block_sums + warp * kSums * S::kSpan;  // this warp's rows
+  // gamma's packs are read where they are used (L1 hits after the first row), not held.
+  const auto gamma_pack = [&](int c) {
+    return *reinterpret_cast<const P*>(gamma + (c * 32 + lane) * VEC);
+  };
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
-    const int col = (c * 32 + lane) * VEC;
-    if (col < d) {
-      gs[c] = *reinterpret_cast<const P*>(gamma + col);
-      if constexpr (DROPOUT_BIAS)
+    // The lane's own groups: no other thread touches them before the barrier at the end.
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) branch_sums[col + i] = 0.0f;  // the lane's own columns
-    }
+    for (int q = 0; q < S::kQuads; ++q)
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) acc_gamma[c][i] = acc_beta[c][i] = 0.0f;
+      for (int s = 0; s < kSums; ++s)
+        *reinterpret_cast<G*>(sums + s * S::kSpan + S::group(lane, c, q)) = G{};
   }
-  auto load_row = [&](int64_t row, P* dys, P* xs) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp; row < rows;
+       row += stride) {
+    // dx may alias dy (and be the residual): the lane reads its packs of the row before it writes
+    // them, and rows are disjoint between warps.
+    P dys[CHUNKS], xs[CHUNKS], residuals[CHUNKS]{};
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       const int col = (c * 32 + lane) * VEC;
       if (col < d) {
         dys[c] = *reinterpret_cast<const P*>(dy + row * d + col);
         xs[c] = *reinterpret_cast<const P*>(x + row * d + col);
+        if constexpr (ADD_RESIDUAL && kResidualWithRow)
+          residuals[c] = *reinterpret_cast<const P*>(residual + row * d + col);
       }
     }
-  };
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-  P dys[CHUNKS], xs[CHUNKS];
-  if (row < rows) load_row(row, dys, xs);
-  for (; row < rows; row += stride) {
-    // dx may alias dy: a row is read (one iteration ahead) before it is written, and rows are
-    // disjoint between warps.
-    P next_dys[CHUNKS], next_xs[CHUNKS];
-    if (row + stride < rows) load_row(row + stride, next_dys, next_xs);
+    const float mu = mean[row], r = rstd[row];
     // Bit c * VEC + i: whether the row's element at column (c * 32 + lane) * VEC + i is kept.
     uint32_t keep = 0;
     if constexpr (DROPOUT_BIAS) {
@@ -129,40 +203,42 @@ __global__ void __launch_bounds__(kRowThreads, VEC* CHUNKS * sizeof(T) <= 32 ? 2
             keep |= dropout_keep_bits<VEC>(dropout.key, row * d + col, dropout.p) << (c * VEC);
         }
     }
-    const float mu = mean[row], r = rstd[row];
     float sum_g = 0.0f, sum_g_xhat = 0.0f;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c)
-      if ((c * 32 + lane) * VEC < d)
+      if ((c * 32 + lane) * VEC < d) {
+        const P gs = gamma_pack(c);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
-          const float g_out = to_float(dys[c].v[i]);
-          const float xhat = (to_float(xs[c].v[i]) - mu) * r;
+          const float xhat = (element(xs[c], i) - mu) * r;
           // Rounded product (no FMA contraction), the same value as in the dx formula below, so
           // g - mean(g) is exactly 0 where it should be (d = 1).
-          const float g = __fmul_rn(g_out, to_float(gs[c].v[i]));
+          const float g = __fmul_rn(element(dys[c], i), element(gs, i));
           sum_g += g;
           sum_g_xhat += g * xhat;
-          acc_gamma[c][i] += g_out * xhat;
-          acc_beta[c][i] += g_out;
         }
+      }
     const float mean_g = warp_sum(sum_g) / d, mean_g_xhat = warp_sum(sum_g_xhat) / d;
+    const auto load_residual = [&](int c) {
+      const int col = (c * 32 + lane) * VEC;
+      if (col < d) residuals[c] = *reinterpret_cast<const P*>(residual + row * d + col);
+    };
+    if constexpr (ADD_RESIDUAL && !kResidualWithRow) load_residual(0);
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       const int col = (c * 32 + lane) * VEC;
+      // The next pack's residual is loaded before this pack's dx is stored (other columns).
+      if constexpr (ADD_RESIDUAL && !kResidualWithRow)
+        if (c + 1 < CHUNKS) load_residual(c + 1);
       if (col < d) {
-        // The residual is loaded here rather than with the row: held through the reductions it
-        // made the widest variants spill (bf16 d = 512 at two blocks per multiprocessor).
-        P residuals{};
-        if constexpr (ADD_RESIDUAL)
-          residuals = *reinterpret_cast<const P*>(residual + row * d + col);
+        const P gs = gamma_pack(c);
         P out;
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
-          const float xhat = (to_float(xs[c].v[i]) - mu) * r;
-          const float g = __fmul_rn(to_float(dys[c].v[i]), to_float(gs[c].v[i]));
+          const float xhat = (element(xs[c], i) - mu) * r;
+          const float g = __fmul_rn(element(dys[c], i), element(gs, i));
           out.v[i] =
-              stored_dx<T, ADD_RESIDUAL>(r * (g - mean_g - xhat * mean_g_xhat), residuals.v[i]);
+              stored_dx<T, ADD_RESIDUAL>(r * (g - mean_g - xhat * mean_g_xhat), residuals[c].v[i]);
         }
         *reinterpret_cast<P*>(dx + row * d + col) = out;
         if constexpr (DROPOUT_BIAS) {
@@ -173,58 +249,100 @@ __global__ void __launch_bounds__(kRowThreads, VEC* CHUNKS * sizeof(T) <= 32 ? 2
               dropped.v[i] = from_float<T>(__fmul_rn(
                   to_float(out.v[i]), dropout_bit_scale(keep, c * VEC + i, dropout.keep_scale)));
           *reinterpret_cast<P*>(dropout.d_branch + row * d + col) = dropped;
-          // __fadd_rn: in f32 nvcc could otherwise fuse the product that made the value into
-          // this add, and the sums would not be of the stored values.
+          // The sums of the stored d_branch values.
 #pragma unroll
-          for (int i = 0; i < VEC; ++i)
-            branch_sums[col + i] = __fadd_rn(branch_sums[col + i], to_float(dropped.v[i]));
+          for (int q = 0; q < S::kQuads; ++q) {
+            G* const branch_at = reinterpret_cast<G*>(sums + 2 * S::kSpan + S::group(lane, c, q));
+            G sum_branch = *branch_at;
+#pragma unroll
+            for (int j = 0; j < kQuad; ++j)
+              sum_branch.v[j] = __fadd_rn(sum_branch.v[j], to_float(dropped.v[q * kQuad + j]));
+            *branch_at = sum_branch;
+          }
         }
       }
     }
+    // The lane's d_gamma / d_beta terms added into its warp's sums (explicit roundings: every
+    // tail adds the same values the same way, whatever nvcc would contract).
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
-      dys[c] = next_dys[c];
-      xs[c] = next_xs[c];
-    }
-  }
-  for (int w = 0; w < kWarpsPerBlock; ++w) {
-    if (warp == w) {
+    for (int c = 0; c < CHUNKS; ++c)
+      if ((c * 32 + lane) * VEC < d)
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) {
-        const int col = (c * 32 + lane) * VEC;
-        if (col < d)
+        for (int q = 0; q < S::kQuads; ++q) {
+          G* const gamma_at = reinterpret_cast<G*>(sums + S::group(lane, c, q));
+          G* const beta_at = reinterpret_cast<G*>(sums + S::kSpan + S::group(lane, c, q));
+          G sum_gamma = *gamma_at, sum_beta = *beta_at;
 #pragma unroll
-          for (int i = 0; i < VEC; ++i) {
-            block_sums[col + i] = (w == 0 ? 0.0f : block_sums[col + i]) + acc_gamma[c][i];
-            block_sums[d + col + i] = (w == 0 ? 0.0f : block_sums[d + col + i]) + acc_beta[c][i];
+          for (int j = 0; j < kQuad; ++j) {
+            const int i = q * kQuad + j;
+            const float g_out = element(dys[c], i);
+            const float xhat = (element(xs[c], i) - mu) * r;
+            sum_gamma.v[j] = __fmaf_rn(g_out, xhat, sum_gamma.v[j]);
+            sum_beta.v[j] = __fadd_rn(sum_beta.v[j], g_out);
           }
-      }
-    }
-    __syncthreads();
+          *gamma_at = sum_gamma;
+          *beta_at = sum_beta;
+        }
   }
-  // The barriers above also make every warp's branch sums visible to the block.
-  constexpr int kSums = DROPOUT_BIAS ? 3 : 2;
-  float* block_partials = partials + static_cast<int64_t>(blockIdx.x) * kSums * d;
-  for (int col = threadIdx.x; col < 2 * d; col += blockDim.x) block_partials[col] = block_sums[col];
-  if constexpr (DROPOUT_BIAS) {
-    // The warps' branch sums added in warp order, as d_gamma and d_beta are.
-    for (int col = threadIdx.x; col < d; col += blockDim.x) {
-      float total = 0.0f;
-      for (int w = 0; w < kWarpsPerBlock; ++w) total += block_sums[(2 + w) * d + col];
-      block_partials[2 * d + col] = total;
-    }
+  __syncthreads();
+  // Each partial column: the warps' sums in warp order.
+  float* const block_partials = partials + static_cast<int64_t>(blockIdx.x) * kSums * d;
+  for (int k = threadIdx.x; k < kSums * d; k += blockDim.x) {
+    const int s = k / d;
+    const float* const at = block_sums + s * S::kSpan + S::of_column(k - s * d);
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarpsPerBlock; ++w) total += at[w * kSums * S::kSpan];
+    block_partials[k] = total;
   }
 }
 
-// Blocks of the register path's grid for `rows` rows: enough to fill the GPU once with the plain
-// kernel, whatever the tail, so that every backward op of this variant adds d_gamma and d_beta in
-// the same order on the same GPU (the tails' bit-for-bit equality with the unfused ops rests on
-// it). Warps then stride over the rows, so the partial sums stay few (one row of d per block).
+// The register path's dynamic shared memory for a tail (the warps' sums), and its kernel with
+// that memory allowed (above the default 48 KiB from d > 512) and the largest shared-memory
+// carveout preferred (four blocks of the dropout tail at d <= 512 take 196 KiB with their
+// reserved memory; the kernel reads little through L1), both set once per process.
+template <typename T, int VEC, int CHUNKS, BackwardTail TAIL>
+constexpr size_t backward_rows_shared_bytes() {
+  return static_cast<size_t>(kWarpsPerBlock) * (TAIL == BackwardTail::dropout_bias ? 3 : 2) *
+         LaneSums<VEC, CHUNKS>::kSpan * sizeof(float);
+}
+
+template <typename T, int VEC, int CHUNKS, BackwardTail TAIL>
+auto backward_rows_kernel() {
+  static const auto kernel = [] {
+    const auto k = layernorm_backward_rows<T, VEC, CHUNKS, TAIL>;
+    CUDA_CHECK(
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(backward_rows_shared_bytes<T, VEC, CHUNKS, TAIL>())));
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    return k;
+  }();
+  return kernel;
+}
+
+// Blocks of the register path's grid for `rows` rows: enough to fill the GPU once, with as many
+// blocks per multiprocessor as every tail's kernel holds (the least of the three), so that every
+// backward op of this variant adds d_gamma and d_beta in the same order on the same GPU (the
+// tails' bit-for-bit equality with the unfused ops rests on it) and none takes a second, partial
+// wave. Warps then stride over the rows, so the partial sums stay few (one row of d per block).
+// The tails hold the same blocks but where the dropout tail's third row of sums does not fit:
+// from 64 bytes a lane (d > 512 in bf16 / f16) it holds two blocks where the others hold three.
 template <typename T, int VEC, int CHUNKS>
 int64_t backward_row_blocks(int64_t rows) {
-  static const int per_sm = resident_blocks_per_sm(
-      layernorm_backward_rows<T, VEC, CHUNKS, BackwardTail::none>, kRowThreads,
-      2 * static_cast<size_t>(VEC * CHUNKS * 32) * sizeof(float));
+  static const int per_sm = [] {
+    const auto blocks = [](auto kernel, size_t shared_bytes) {
+      return resident_blocks_per_sm(kernel, kRowThreads, shared_bytes);
+    };
+    constexpr BackwardTail kNone = BackwardTail::none, kAdd = BackwardTail::add_residual,
+                           kDropout = BackwardTail::dropout_bias;
+    return std::min({blocks(backward_rows_kernel<T, VEC, CHUNKS, kNone>(),
+                            backward_rows_shared_bytes<T, VEC, CHUNKS, kNone>()),
+                     blocks(backward_rows_kernel<T, VEC, CHUNKS, kAdd>(),
+                            backward_rows_shared_bytes<T, VEC, CHUNKS, kAdd>()),
+                     blocks(backward_rows_kernel<T, VEC, CHUNKS, kDropout>(),
+                            backward_rows_shared_bytes<T, VEC, CHUNKS, kDropout>())});
+  }();
   return std::min<int64_t>(blocks_for(rows, kWarpsPerBlock),
                            int64_t{per_sm} * multiprocessor_count());
 }
@@ -362,14 +480,13 @@ bool launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Te
         return;
       }
       constexpr int kSums = kDropoutBias ? 3 : 2;  // partial rows: d_gamma, d_beta[, d_branch_bias]
-      const size_t shared_bytes =
-          (kDropoutBias ? 2 + kWarpsPerBlock : 2) * static_cast<size_t>(d) * sizeof(float);
       const int64_t blocks = backward_row_blocks<T, kVec, kChunks>(rows);
       auto* partials = static_cast<float*>(
           resources.scratch(static_cast<size_t>(blocks * kSums * d) * sizeof(float)));
-      layernorm_backward_rows<T, kVec, kChunks, TAIL>
-          <<<static_cast<unsigned>(blocks), kRowThreads, shared_bytes, stream>>>(
-              dyp, xp, gp, mp, rp, residualp, dxp, dropout, partials, rows, static_cast<int>(d));
+      const auto kernel = backward_rows_kernel<T, kVec, kChunks, TAIL>();
+      constexpr size_t kSharedBytes = backward_rows_shared_bytes<T, kVec, kChunks, TAIL>();
+      kernel<<<static_cast<unsigned>(blocks), kRowThreads, kSharedBytes, stream>>>(
+          dyp, xp, gp, mp, rp, residualp, dxp, dropout, partials, rows, static_cast<int>(d));
       CUDA_CHECK_LAUNCH();
       if constexpr (kDropoutBias)
         accumulate_partial_sum_triple(partials, blocks, d, dgamma_out, dbeta_out,

@@ -10,31 +10,44 @@
 namespace nmt::cuda {
 namespace {
 
-constexpr int kTile = 32;
+// Block (kCols columns) x (kLanes part lanes): lane y sums parts y, y + kLanes, ... (kPartUnroll
+// loads in flight, added in part order); then row y = 0 adds the kLanes lane sums in order. Every
+// run adds the same numbers in the same order, and a column's sum depends on that column's
+// partials alone (not on how many outputs share the partial rows, nor on kCols). partials:
+// [parts, outputs * cols], hundreds of rows (one per block of LayerNorm's grid) just written, read
+// from L2; column o * cols + c goes to output o (first, second, third) at c. Eight columns a block
+// (32-byte sectors) spread the reads over 2 * d / 8 blocks, where 32 columns left a [2, 512] pair
+// on 32 multiprocessors, each pulling 1/32 of the partials from L2.
+constexpr int kCols = 8, kLanes = 32, kPartUnroll = 8;
 
-// Block (32 columns) x (32 part lanes): lane y sums parts y, y+32, ...; then row y = 0 adds the 32
-// lane sums in order. Every run adds the same numbers in the same order, and a column's sum
-// depends on that column's partials alone (not on how many outputs share the partial rows).
-// partials: [parts, outputs * cols]; column o * cols + c goes to output o (first, second, third)
-// at c.
 struct PartialSumOutputs {
   float *first, *second, *third;
 };
 
-__global__ void accumulate_partial_sums_kernel(const float* __restrict__ partials, int64_t parts,
-                                               int64_t cols, int outputs, PartialSumOutputs outs) {
-  __shared__ float lane_sums[kTile][kTile + 1];
+__global__ void __launch_bounds__(kCols* kLanes)
+    accumulate_partial_sums_kernel(const float* __restrict__ partials, int64_t parts, int64_t cols,
+                                   int outputs, PartialSumOutputs outs) {
+  __shared__ float lane_sums[kLanes][kCols + 1];
   const int64_t width = outputs * cols;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + threadIdx.x;
   float sum = 0.0f;
-  if (col < width)
-    for (int64_t p = threadIdx.y; p < parts; p += kTile) sum += partials[p * width + col];
+  if (col < width) {
+    int64_t p = threadIdx.y;
+    for (; p + (kPartUnroll - 1) * kLanes < parts; p += kPartUnroll * kLanes) {
+      float v[kPartUnroll];
+#pragma unroll
+      for (int u = 0; u < kPartUnroll; ++u) v[u] = partials[(p + u * kLanes) * width + col];
+#pragma unroll
+      for (int u = 0; u < kPartUnroll; ++u) sum += v[u];
+    }
+    for (; p < parts; p += kLanes) sum += partials[p * width + col];
+  }
   lane_sums[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && col < width) {
     float total = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kTile; ++j) total += lane_sums[j][threadIdx.x];
+    for (int j = 0; j < kLanes; ++j) total += lane_sums[j][threadIdx.x];
     if (col < cols)
       outs.first[col] += total;
     else if (col < 2 * cols)
@@ -47,7 +60,7 @@ __global__ void accumulate_partial_sums_kernel(const float* __restrict__ partial
 void accumulate_partial_sums(const float* partials, int64_t parts, int64_t cols,
                              PartialSumOutputs outs, int outputs, cudaStream_t stream) {
   if (cols == 0 || parts == 0) return;
-  accumulate_partial_sums_kernel<<<blocks_for(outputs * cols, kTile), dim3(kTile, kTile), 0,
+  accumulate_partial_sums_kernel<<<blocks_for(outputs * cols, kCols), dim3(kCols, kLanes), 0,
                                    stream>>>(partials, parts, cols, outputs, outs);
   CUDA_CHECK_LAUNCH();
 }
