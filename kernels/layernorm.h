@@ -60,4 +60,24 @@ void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Te
                                      Tensor& d_gamma, Tensor& d_beta, Tensor& d_branch, float p,
                                      const RngKey& key, Tensor& d_branch_bias);
 
+// The pre-norm sublayer's backward boundary in one pass: layernorm_backward_add(dy, x, gamma, mean,
+// rstd, residual, dx, d_gamma, d_beta) then dropout_backward_bias(dx, d_branch, p, key,
+// d_branch_bias). dx (residual + the LayerNorm's input gradient: the gradient of the sublayer's
+// input, written =) and d_branch (its dropout backward: the gradient of the branch f(x), written =)
+// are the pair's bit for bit, d_branch computed from dx as rounded to the activation dtype (a copy
+// of dx when p is 0); d_gamma, d_beta and d_branch_bias (d_branch's column sums) are accumulated
+// (+=). On the CPU every result is the pair's bit for bit; on the GPU d_gamma and d_beta are too,
+// and d_branch_bias is summed in the fixed order of the LayerNorm's parameter gradients, as by
+// layernorm_backward_dropout_bias (docs/cuda.md), deterministic run to run on one GPU.
+// dy, x, residual, dx, d_branch: [rows, d], one dtype; gamma: [d]; mean, rstd: [rows] f32;
+// d_gamma, d_beta, d_branch_bias: [d] f32. dx may be the very same memory as residual (each element
+// is read before it is written; the model calls it so), and must not overlap dy or x; d_branch must
+// not overlap dy, x, dx or residual; d_branch_bias must not overlap dy, dx or d_branch (all
+// checked, std::invalid_argument).
+void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                         const Tensor& mean, const Tensor& rstd,
+                                         const Tensor& residual, Tensor& dx, Tensor& d_gamma,
+                                         Tensor& d_beta, Tensor& d_branch, float p,
+                                         const RngKey& key, Tensor& d_branch_bias);
+
 }  // namespace nmt

@@ -1,4 +1,4 @@
-// bench-kernels' LayerNorm backward and post-norm LayerNorm tail rows (bench_residual_layernorm.h).
+// bench-kernels' LayerNorm backward and LayerNorm tail rows (bench_residual_layernorm.h).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -68,6 +68,39 @@ void bench_backward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t 
   report("layernorm_backward_dropout_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
 }
 
+// The pre-norm sublayer's backward boundary: d_x = d_x + LN'(d_normed) in place over the residual
+// gradient, d_f = dropout'(d_x) and f's output bias gradient from d_f. The residual's values grow
+// by the input gradient each run, which leaves the timing alone.
+void bench_backward_add(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d) {
+  DeviceTensor dy({rows, d}, DType::bf16), x({rows, d}, DType::bf16), dx({rows, d}, DType::bf16),
+      d_branch({rows, d}, DType::bf16), gamma({d}, DType::bf16), mean({rows}, DType::f32),
+      rstd({rows}, DType::f32), d_gamma({d}, DType::f32), d_beta({d}, DType::f32),
+      d_branch_bias({d}, DType::f32);
+  fill_uniform(dy.view, -1, 1, 76);
+  fill_uniform(x.view, -2, 2, 77);
+  fill_uniform(dx.view, -1, 1, 78);
+  fill_uniform(gamma.view, 0.5f, 1.5f, 79);
+  fill_uniform(mean.view, -0.1f, 0.1f, 80);
+  fill_uniform(rstd.view, 0.5f, 1.5f, 81);
+  const RngKey key{5, 6, 10};
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(d);
+  // The fused op's traffic: read dy, x and the residual, write dx and d_branch.
+  const double bytes = 5.0 * static_cast<double>(rows * d) * 2;
+  double ms = timer.median_ms([&] {
+    cuda::layernorm_backward_add(dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view,
+                                 dx.view, d_gamma.view, d_beta.view);
+    cuda::dropout_backward_bias(dx.view, d_branch.view, kDropout, key, d_branch_bias.view);
+  });
+  report("layernorm_backward_add + dropout_backward_bias bf16", shape, ms, gb_per_s(bytes, ms),
+         "GB/s");
+  ms = timer.median_ms([&] {
+    cuda::layernorm_backward_add_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
+                                              dx.view, dx.view, d_gamma.view, d_beta.view,
+                                              d_branch.view, kDropout, key, d_branch_bias.view);
+  });
+  report("layernorm_backward_add_dropout_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
+}
+
 // The three backward ops of one register-path kernel (layernorm_backward.cu), each alone: the
 // plain backward (read dy and x, write dx), the pre-norm residual tail (also read the residual, dx
 // in place over it) and the post-norm dropout tail (also write d_branch). GB/s of those bytes.
@@ -114,6 +147,7 @@ void bench_layernorm_backward(KernelTimer& timer, ReportRow report) {
 void bench_residual_layernorm(KernelTimer& timer, ReportRow report) {
   for (int64_t d : {512, 1024}) bench_forward(timer, report, 8192, d);
   for (int64_t d : {512, 1024}) bench_backward(timer, report, 8192, d);
+  for (int64_t d : {512, 1024}) bench_backward_add(timer, report, 8192, d);
 }
 
 }  // namespace nmt::bench

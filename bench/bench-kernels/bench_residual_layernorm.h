@@ -1,6 +1,7 @@
-// bench-kernels' post-norm LayerNorm tail rows: the fused ops of kernels/cuda/layernorm.h against
-// the two launches each replaces (dropout_residual_add then layernorm_forward; layernorm_backward
-// then dropout_backward_bias); and the LayerNorm backward ops alone.
+// bench-kernels' LayerNorm tail rows: the fused ops of kernels/cuda/layernorm.h against the two
+// launches each replaces (dropout_residual_add then layernorm_forward; layernorm_backward then
+// dropout_backward_bias; layernorm_backward_add then dropout_backward_bias); and the LayerNorm
+// backward ops alone.
 #pragma once
 
 #include "bench/bench-kernels/bench_column_sums.h"
@@ -12,7 +13,10 @@ namespace nmt::bench {
 // and 1024): the forward pair against dropout_residual_layernorm_forward, and the backward pair
 // against layernorm_backward_dropout_bias; in ms and GB/s of the fused op's traffic (forward: read
 // residual and branch, write sum and y; backward: read dy and x, write dx and d_branch), so the
-// pair's rate is what it reaches on the work the fused op does.
+// pair's rate is what it reaches on the work the fused op does. Then the pre-norm backward pair
+// (layernorm_backward_add with dx over the residual, then dropout_backward_bias) against
+// layernorm_backward_add_dropout_bias, dx over the residual, in GB/s of the fused op's traffic
+// (read dy, x and the residual, write dx and d_branch).
 void bench_residual_layernorm(KernelTimer& timer, ReportRow report);
 
 // Times the LayerNorm backward ops alone, bf16, at [8192, 512] and [8192, 1024]:

@@ -43,4 +43,17 @@ void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Te
                                      Tensor& d_gamma, Tensor& d_beta, Tensor& d_branch, float p,
                                      const RngKey& key, Tensor& d_branch_bias);
 
+// layernorm_backward_add(dy, x, gamma, mean, rstd, residual, dx, d_gamma, d_beta) then
+// dropout_backward_bias(dx, d_branch, p, key, d_branch_bias) in one pass (kernels/layernorm.h): dx,
+// d_branch, d_gamma and d_beta equal the pair's bit for bit; d_branch_bias is summed in the order
+// of the LayerNorm's parameter gradients, deterministic on one GPU. dy, x, residual, dx, d_branch:
+// [rows, d] T (dx may be the very same memory as residual, overlaps neither dy nor x; d_branch
+// overlaps none of the others); gamma: [d] T; mean, rstd: [rows] f32; d_gamma, d_beta,
+// d_branch_bias: [d] f32 (+=).
+void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                         const Tensor& mean, const Tensor& rstd,
+                                         const Tensor& residual, Tensor& dx, Tensor& d_gamma,
+                                         Tensor& d_beta, Tensor& d_branch, float p,
+                                         const RngKey& key, Tensor& d_branch_bias);
+
 }  // namespace nmt::cuda

@@ -1,12 +1,13 @@
 // LayerNorm backward on the GPU, with its tails: layernorm_backward_add (the pre-norm residual's
-// add) and layernorm_backward_dropout_bias (the post-norm sublayer's dropout backward and the
-// branch's bias gradient). The register path (layernorm_rows.cuh: one warp per row, rows of up to
-// 1024 columns) runs one grid's worth of blocks whose warps stride over the rows, adding their
-// columns' parameter-gradient terms into per-warp sums in shared memory; parameter gradients are
-// per-block partial sums plus an ordered second pass (reduce.h): deterministic, no float atomics.
-// Other rows take a block-per-row path through global memory. The tails are the same kernels with
-// the extra work done where dx is stored (BackwardTail), so dx, d_gamma and d_beta are the plain
-// backward's bits.
+// add), layernorm_backward_dropout_bias (the post-norm sublayer's dropout backward and the
+// branch's bias gradient) and layernorm_backward_add_dropout_bias (both: the pre-norm sublayer's
+// residual add, then the dropout backward and bias gradient of the dx stored). The register path
+// (layernorm_rows.cuh: one warp per row, rows of up to 1024 columns) runs one grid's worth of
+// blocks whose warps stride over the rows, adding their columns' parameter-gradient terms into
+// per-warp sums in shared memory; parameter gradients are per-block partial sums plus an ordered
+// second pass (reduce.h): deterministic, no float atomics. Other rows take a block-per-row path
+// through global memory. The tails are the same kernels with the extra work done where dx is stored
+// (BackwardTail), so dx, d_gamma and d_beta are the plain backward's bits.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -35,7 +36,17 @@ enum class BackwardTail {
   add_residual,  // layernorm_backward_add: dx = residual + the input gradient
   dropout_bias,  // layernorm_backward_dropout_bias: d_branch = dropout_backward(dx), and its
                  // column sums into d_branch_bias
+  add_residual_dropout_bias,  // layernorm_backward_add_dropout_bias: add_residual's dx, then
+                              // dropout_bias's d_branch and d_branch_bias from that dx
 };
+
+// Whether a tail adds the residual to dx, and whether it stores d_branch and sums it.
+constexpr bool adds_residual(BackwardTail tail) {
+  return tail == BackwardTail::add_residual || tail == BackwardTail::add_residual_dropout_bias;
+}
+constexpr bool has_dropout_bias(BackwardTail tail) {
+  return tail == BackwardTail::dropout_bias || tail == BackwardTail::add_residual_dropout_bias;
+}
 
 // The dropout tail's arguments (unused by the other tails): d_branch [rows, d] T, the mask of key
 // with probability p (keep_scale = 1 / (1 - p)).
@@ -96,13 +107,31 @@ struct LaneSums {
   }
 };
 
+// Whether layernorm_backward_add_dropout_bias runs the register-path variant in one pass. Not the
+// f32 one-element variant of eight columns a lane (f32 rows of up to 256 columns off the 4-element
+// packs): with both tails it spilled at its four blocks' 64 registers (either way of loading the
+// residual), and taking three blocks would shrink every tail's grid (backward_row_blocks). There
+// the op runs layernorm_backward_add then dropout_backward_bias.
+template <typename T, int VEC, int CHUNKS>
+constexpr bool add_dropout_bias_fused() {
+  return !(sizeof(T) == 4 && VEC == 1 && CHUNKS == 8);
+}
+
 // Blocks per multiprocessor the register path is compiled for (__launch_bounds__, so at most 64,
 // 80 or 128 registers a thread), by the bytes of one [rows, d] tensor a lane holds of a row: 4 up
 // to 32 bytes (d <= 512 in bf16 / f16, <= 256 in f32), 3 up to 64 (d <= 1024 in bf16 / f16, <= 512
 // in f32), 2 above (f32 up to 1024). Each holds what its shared sums allow (see below).
-template <typename T, int VEC, int CHUNKS>
+// layernorm_backward_add_dropout_bias's kernel (both tails) is compiled for the blocks the dropout
+// tail holds: two from 64 bytes a lane, where the third row of shared sums allows no more (104
+// registers for bf16 / f16, where three blocks' 80 spilled), and five for the one-element variant
+// of two columns a lane (48 registers, as the dropout tail).
+template <typename T, int VEC, int CHUNKS, BackwardTail TAIL>
 constexpr int backward_min_blocks() {
   constexpr int bytes = VEC * CHUNKS * static_cast<int>(sizeof(T));
+  if constexpr (TAIL == BackwardTail::add_residual_dropout_bias) {
+    if (bytes > 32) return 2;
+    if (VEC == 1 && CHUNKS == 2) return 5;
+  }
   return bytes <= 32 ? 4 : bytes <= 64 ? 3 : 2;
 }
 
@@ -140,14 +169,17 @@ constexpr int backward_min_blocks() {
 // stores d_branch = dx * the pack's dropout scales (dropout_kernel's product of the stored dx,
 // rounded to T; a copy of dx when p is 0) and adds the stored values into its warp's third row of
 // sums. The mask of the row is drawn into one word per lane while the row's loads are in flight.
+// ADD_RESIDUAL_DROPOUT_BIAS does both, in that order: d_branch is the dropout backward of the dx
+// stored with the residual (layernorm_backward_add then dropout_backward_bias); d_branch may not
+// overlap the residual, which is read after d_branch packs of the row are stored.
 template <typename T, int VEC, int CHUNKS, BackwardTail TAIL>
-__global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNKS>())
+__global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNKS, TAIL>())
     layernorm_backward_rows(const T* dy, const T* __restrict__ x, const T* __restrict__ gamma,
                             const float* __restrict__ mean, const float* __restrict__ rstd,
                             const T* residual, T* dx, DropoutTail<T> dropout,
                             float* __restrict__ partials, int64_t rows, int d) {
-  constexpr bool ADD_RESIDUAL = TAIL == BackwardTail::add_residual;
-  constexpr bool DROPOUT_BIAS = TAIL == BackwardTail::dropout_bias;
+  constexpr bool ADD_RESIDUAL = adds_residual(TAIL);
+  constexpr bool DROPOUT_BIAS = has_dropout_bias(TAIL);
   constexpr int kSums = DROPOUT_BIAS ? 3 : 2;
   static_assert(VEC * CHUNKS <= 32, "a lane's dropout mask is one 32-bit word");
   using P = Pack<T, VEC>;
@@ -155,8 +187,10 @@ __global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNK
   using G = typename S::Group;
   constexpr int kQuad = S::kQuad;
   // With ADD_RESIDUAL: whether the residual's packs are loaded with dy and x, or one pack ahead
-  // of the dx stores.
-  constexpr bool kResidualWithRow = VEC * CHUNKS * sizeof(T) <= 32;
+  // of the dx stores (also with both tails in the one-element variant of 8 columns a lane, which
+  // spilled holding them).
+  constexpr bool kResidualWithRow =
+      VEC * CHUNKS * sizeof(T) <= 32 && !(ADD_RESIDUAL && DROPOUT_BIAS && VEC == 1 && CHUNKS > 2);
   // [kWarpsPerBlock][kSums][S::kSpan]: each warp's d_gamma, d_beta (and d_branch_bias) sums.
   extern __shared__ float4 shared_sums[];
   float* const block_sums = reinterpret_cast<float*>(shared_sums);
@@ -303,7 +337,7 @@ __global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNK
 // reserved memory; the kernel reads little through L1), both set once per process.
 template <typename T, int VEC, int CHUNKS, BackwardTail TAIL>
 constexpr size_t backward_rows_shared_bytes() {
-  return static_cast<size_t>(kWarpsPerBlock) * (TAIL == BackwardTail::dropout_bias ? 3 : 2) *
+  return static_cast<size_t>(kWarpsPerBlock) * (has_dropout_bias(TAIL) ? 3 : 2) *
          LaneSums<VEC, CHUNKS>::kSpan * sizeof(float);
 }
 
@@ -322,12 +356,12 @@ auto backward_rows_kernel() {
 }
 
 // Blocks of the register path's grid for `rows` rows: enough to fill the GPU once, with as many
-// blocks per multiprocessor as every tail's kernel holds (the least of the three), so that every
+// blocks per multiprocessor as every tail's kernel holds (the least of the four), so that every
 // backward op of this variant adds d_gamma and d_beta in the same order on the same GPU (the
 // tails' bit-for-bit equality with the unfused ops rests on it) and none takes a second, partial
 // wave. Warps then stride over the rows, so the partial sums stay few (one row of d per block).
-// The tails hold the same blocks but where the dropout tail's third row of sums does not fit:
-// from 64 bytes a lane (d > 512 in bf16 / f16) it holds two blocks where the others hold three.
+// The tails hold the same blocks but where the dropout tails' third row of sums does not fit:
+// from 64 bytes a lane (d > 512 in bf16 / f16) they hold two blocks where the others hold three.
 template <typename T, int VEC, int CHUNKS>
 int64_t backward_row_blocks(int64_t rows) {
   static const int per_sm = [] {
@@ -335,8 +369,14 @@ int64_t backward_row_blocks(int64_t rows) {
       return resident_blocks_per_sm(kernel, kRowThreads, shared_bytes);
     };
     constexpr BackwardTail kNone = BackwardTail::none, kAdd = BackwardTail::add_residual,
-                           kDropout = BackwardTail::dropout_bias;
-    return std::min({blocks(backward_rows_kernel<T, VEC, CHUNKS, kNone>(),
+                           kDropout = BackwardTail::dropout_bias,
+                           kAddDropout = BackwardTail::add_residual_dropout_bias;
+    int fused = 1 << 30;  // the add-and-dropout tail's blocks, where it runs
+    if constexpr (add_dropout_bias_fused<T, VEC, CHUNKS>())
+      fused = blocks(backward_rows_kernel<T, VEC, CHUNKS, kAddDropout>(),
+                     backward_rows_shared_bytes<T, VEC, CHUNKS, kAddDropout>());
+    return std::min({fused,
+                     blocks(backward_rows_kernel<T, VEC, CHUNKS, kNone>(),
                             backward_rows_shared_bytes<T, VEC, CHUNKS, kNone>()),
                      blocks(backward_rows_kernel<T, VEC, CHUNKS, kAdd>(),
                             backward_rows_shared_bytes<T, VEC, CHUNKS, kAdd>()),
@@ -433,7 +473,8 @@ void check_backward(const char* op, const Tensor& dy, const Tensor& x, const Ten
 }
 
 // The tails' tensors: residual for BackwardTail::add_residual; d_branch, p, key and d_branch_bias
-// for BackwardTail::dropout_bias (kernels/cuda/layernorm.h). Empty where the tail has none.
+// for BackwardTail::dropout_bias; all of them for BackwardTail::add_residual_dropout_bias
+// (kernels/cuda/layernorm.h). Empty where the tail has none.
 struct TailTensors {
   Tensor residual, d_branch, d_branch_bias;
   float p = 0.0f;
@@ -441,21 +482,21 @@ struct TailTensors {
 };
 
 // The backward ops after their checks (the shapes of kernels/cuda/layernorm.h). Returns false,
-// having launched nothing, where the dropout tail cannot run in one pass: d has the generic path,
-// or d_branch is not aligned for the packs layernorm_backward would use. The caller then runs
-// layernorm_backward and dropout_backward_bias.
+// having launched nothing, where a dropout tail cannot run in one pass: d has the generic path, or
+// d_branch is not aligned for the packs layernorm_backward (layernorm_backward_add) would use. The
+// caller then runs that op and dropout_backward_bias.
 template <BackwardTail TAIL>
 bool launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Tensor& gamma,
                      const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& d_gamma,
                      Tensor& d_beta, const TailTensors& tail) {
-  constexpr bool kAddResidual = TAIL == BackwardTail::add_residual;
-  constexpr bool kDropoutBias = TAIL == BackwardTail::dropout_bias;
+  constexpr bool kAddResidual = adds_residual(TAIL);
+  constexpr bool kDropoutBias = has_dropout_bias(TAIL);
   const int64_t rows = x.dim(0), d = x.dim(1);
   if (rows == 0 || d == 0) return true;
   cudaStream_t stream = current_stream();
   StreamResources& resources = stream_resources(stream);
-  // The dropout tail takes the variant layernorm_backward would take: its alignment test leaves
-  // d_branch out.
+  // The dropout tails take the variant layernorm_backward (layernorm_backward_add) would take: the
+  // alignment test leaves d_branch out.
   const bool aligned = is_aligned16(x.data) && is_aligned16(gamma.data) && is_aligned16(dy.data) &&
                        is_aligned16(dx.data) && (!kAddResidual || is_aligned16(tail.residual.data));
   float* dgamma_out = static_cast<float*>(d_gamma.data);
@@ -468,7 +509,7 @@ bool launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Te
     const T* gp = static_cast<const T*>(gamma.data);
     const float* mp = static_cast<const float*>(mean.data);
     const float* rp = static_cast<const float*>(rstd.data);
-    const T* residualp = static_cast<const T*>(tail.residual.data);  // null but for add_residual
+    const T* residualp = static_cast<const T*>(tail.residual.data);  // null without the add
     T* dxp = static_cast<T*>(dx.data);
     // The expression of apply_dropout (elementwise.cu), so the scales match.
     const DropoutTail<T> dropout{static_cast<T*>(tail.d_branch.data), tail.p,
@@ -479,20 +520,27 @@ bool launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Te
         launched = false;
         return;
       }
-      constexpr int kSums = kDropoutBias ? 3 : 2;  // partial rows: d_gamma, d_beta[, d_branch_bias]
-      const int64_t blocks = backward_row_blocks<T, kVec, kChunks>(rows);
-      auto* partials = static_cast<float*>(
-          resources.scratch(static_cast<size_t>(blocks * kSums * d) * sizeof(float)));
-      const auto kernel = backward_rows_kernel<T, kVec, kChunks, TAIL>();
-      constexpr size_t kSharedBytes = backward_rows_shared_bytes<T, kVec, kChunks, TAIL>();
-      kernel<<<static_cast<unsigned>(blocks), kRowThreads, kSharedBytes, stream>>>(
-          dyp, xp, gp, mp, rp, residualp, dxp, dropout, partials, rows, static_cast<int>(d));
-      CUDA_CHECK_LAUNCH();
-      if constexpr (kDropoutBias)
-        accumulate_partial_sum_triple(partials, blocks, d, dgamma_out, dbeta_out,
-                                      static_cast<float*>(tail.d_branch_bias.data), stream);
-      else
-        accumulate_partial_sum_pair(partials, blocks, d, dgamma_out, dbeta_out, stream);
+      if constexpr (TAIL == BackwardTail::add_residual_dropout_bias &&
+                    !add_dropout_bias_fused<T, kVec, kChunks>()) {
+        launched = false;
+        return;
+      } else {
+        constexpr int kSums =
+            kDropoutBias ? 3 : 2;  // partial rows: d_gamma, d_beta[, d_branch_bias]
+        const int64_t blocks = backward_row_blocks<T, kVec, kChunks>(rows);
+        auto* partials = static_cast<float*>(
+            resources.scratch(static_cast<size_t>(blocks * kSums * d) * sizeof(float)));
+        const auto kernel = backward_rows_kernel<T, kVec, kChunks, TAIL>();
+        constexpr size_t kSharedBytes = backward_rows_shared_bytes<T, kVec, kChunks, TAIL>();
+        kernel<<<static_cast<unsigned>(blocks), kRowThreads, kSharedBytes, stream>>>(
+            dyp, xp, gp, mp, rp, residualp, dxp, dropout, partials, rows, static_cast<int>(d));
+        CUDA_CHECK_LAUNCH();
+        if constexpr (kDropoutBias)
+          accumulate_partial_sum_triple(partials, blocks, d, dgamma_out, dbeta_out,
+                                        static_cast<float*>(tail.d_branch_bias.data), stream);
+        else
+          accumulate_partial_sum_pair(partials, blocks, d, dgamma_out, dbeta_out, stream);
+      }
     });
     if (done) return;
     if constexpr (kDropoutBias) {
@@ -569,6 +617,44 @@ void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Te
   // Widths of the generic path (whose dx is one block per row, and d_branch_bias a column sum), or
   // a d_branch off the alignment of the packs: the two ops, which give these bits by definition.
   layernorm_backward(dy, x, gamma, mean, rstd, dx, d_gamma, d_beta);
+  dropout_backward_bias(dx, d_branch, p, key, d_branch_bias);
+}
+
+void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                         const Tensor& mean, const Tensor& rstd,
+                                         const Tensor& residual, Tensor& dx, Tensor& d_gamma,
+                                         Tensor& d_beta, Tensor& d_branch, float p,
+                                         const RngKey& key, Tensor& d_branch_bias) {
+  constexpr const char* op = "layernorm_backward_add_dropout_bias";
+  // layernorm_backward_add's checks (dx apart from dy; the residual itself or apart from it).
+  check_backward(op, dy, x, gamma, mean, rstd, &residual, dx, d_gamma, d_beta);
+  const int64_t rows = x.dim(0), d = x.dim(1);
+  check_shape(op, "d_branch", d_branch, {rows, d});
+  detail::require_same_dtype(op, "d_branch", d_branch, "x", x);
+  check_shape(op, "d_branch_bias", d_branch_bias, {d});
+  detail::require_dtype(op, "d_branch_bias", d_branch_bias, DType::f32);
+  detail::require_dropout_p(op, p);
+  detail::require_on_gpu(op, {{"d_branch", &d_branch}, {"d_branch_bias", &d_branch_bias}});
+  detail::require_disjoint(op, "dx", dx, "x", x);
+  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
+  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
+  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
+  detail::require_disjoint(op, "d_branch", d_branch, "residual", residual);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
+  TailTensors tail;
+  tail.residual = residual;
+  tail.d_branch = d_branch;
+  tail.p = p;
+  tail.key = key;
+  tail.d_branch_bias = d_branch_bias;
+  if (launch_backward<BackwardTail::add_residual_dropout_bias>(op, dy, x, gamma, mean, rstd, dx,
+                                                               d_gamma, d_beta, tail))
+    return;
+  // The generic path's widths, a d_branch off the alignment of the packs, or the one variant not
+  // fused (add_dropout_bias_fused): the two ops, which give these bits by definition.
+  layernorm_backward_add(dy, x, gamma, mean, rstd, residual, dx, d_gamma, d_beta);
   dropout_backward_bias(dx, d_branch, p, key, d_branch_bias);
 }
 

@@ -10,6 +10,9 @@
 //   a double-precision sum of the stored d_branch as the pair's (at most 2x its error in L2, 3x its
 //   largest, plus one f32 ulp of the column's absolute sum); where the op runs the pair (the
 //   generic widths, an unaligned d_branch), the pair's bits.
+// - layernorm_backward_add_dropout_bias (pre-norm): the same against layernorm_backward_add then
+//   dropout_backward_bias, dx over the residual (as the model calls it) too; the pair's bits where
+//   it runs the pair (the generic widths, f32 rows of up to 256 columns off the packs).
 // f32 / bf16 / f16; rows 1, 7, 333, 8192; widths 8 to 1040 (register path with one to eight packs
 // a lane, one element a lane, and the generic path: 1040 in every dtype, and every width over 256
 // off 16-byte alignment); p 0, 0.1 and 0.3. Outputs start as NaN (gpu_poisoned), so an element
@@ -297,6 +300,81 @@ void check_backward(DType dtype, int64_t rows, int64_t d, int offset) {
   }
 }
 
+// layernorm_backward_add_dropout_bias against layernorm_backward_add then dropout_backward_bias,
+// dx into fresh memory and over the residual (in place).
+void check_backward_add(DType dtype, int64_t rows, int64_t d, int offset) {
+  const uint64_t seed = static_cast<uint64_t>(rows * 3001 + d * 13 + offset);
+  const auto n = static_cast<size_t>(rows * d);
+  const std::vector<int64_t> shape{rows, d};
+  // The f32 one-element variant of 65 to 256 columns runs the pair (add_dropout_bias_fused).
+  const bool fused_kernel = register_path(dtype, d, offset == 0) &&
+                            !(dtype == DType::f32 && d > 64 && (offset != 0 || d % 4 != 0));
+  const std::vector<float> x = rounded(random_floats(n, seed, -2.0f, 3.0f), dtype),
+                           gamma = rounded(random_floats(d, seed + 1, 0.5f, 1.5f), dtype),
+                           dy = rounded(random_floats(n, seed + 2), dtype),
+                           residual = rounded(random_floats(n, seed + 3), dtype),
+                           grad_init = random_floats(d, seed + 4);
+  std::vector<float> mean(rows), rstd(rows);
+  {
+    std::vector<float> y(n), beta(d, 0.0f), x_copy = x, gamma_copy = gamma;
+    Tensor y_view = cpu_view(y, shape), mean_view = cpu_view(mean, {rows}),
+           rstd_view = cpu_view(rstd, {rows});
+    layernorm_forward(cpu_view(x_copy, shape), cpu_view(gamma_copy, {d}), cpu_view(beta, {d}),
+                      y_view, mean_view, rstd_view, kEps);
+  }
+  const GpuTensor gx = upload(x, shape, dtype, offset), ggamma = upload(gamma, {d}, dtype),
+                  gdy = upload(dy, shape, dtype, offset),
+                  gresidual = upload(residual, shape, dtype, offset),
+                  gmean = upload(mean, {rows}, DType::f32),
+                  grstd = upload(rstd, {rows}, DType::f32);
+  for (float p : kDropouts) {
+    INFO("dtype " << dtype_name(dtype) << " rows " << rows << " d " << d << " offset " << offset
+                  << " (" << path_name(dtype, d, offset == 0) << ") p " << p);
+    const RngKey key{20250105, 29, static_cast<uint32_t>(d)};
+    const auto fused_call = [&](const Tensor& residual_view, BackwardOutputs& out,
+                                Tensor& dx_view) {
+      layernorm_backward_add_dropout_bias(gdy.view, gx.view, ggamma.view, gmean.view, grstd.view,
+                                          residual_view, dx_view, out.d_gamma.view, out.d_beta.view,
+                                          out.d_branch.view, p, key, out.d_branch_bias.view);
+    };
+
+    // The two ops it replaces.
+    BackwardOutputs two(rows, d, dtype, offset, grad_init);
+    cuda::layernorm_backward_add(gdy.view, gx.view, ggamma.view, gmean.view, grstd.view,
+                                 gresidual.view, two.dx.view, two.d_gamma.view, two.d_beta.view);
+    cuda::dropout_backward_bias(two.dx.view, two.d_branch.view, p, key, two.d_branch_bias.view);
+    const BackwardHost expected = download_backward(two.dx.view, two);
+    if (p == 0.0f)
+      check_identical("the pair's d_branch at p 0: dx", expected.d_branch, expected.dx);
+
+    BackwardOutputs fused(rows, d, dtype, offset, grad_init);
+    fused_call(gresidual.view, fused, fused.dx.view);
+    const BackwardHost got = download_backward(fused.dx.view, fused);
+    check_identical_backward("fused against layernorm_backward_add + dropout_backward_bias", got,
+                             expected);
+    check_branch_bias(got.d_branch_bias, expected.d_branch_bias, got.d_branch, grad_init, rows, d);
+    if (!fused_kernel)
+      check_identical("d_branch_bias where the op runs the pair", got.d_branch_bias,
+                      expected.d_branch_bias);
+
+    // A second call gives the same bits, d_branch_bias included.
+    BackwardOutputs again(rows, d, dtype, offset, grad_init);
+    fused_call(gresidual.view, again, again.dx.view);
+    const BackwardHost got_again = download_backward(again.dx.view, again);
+    check_identical_backward("second call", got_again, got);
+    check_identical("second call: d_branch_bias", got_again.d_branch_bias, got.d_branch_bias);
+
+    // dx over the residual, as the pre-norm sublayer runs it.
+    GpuTensor in_place = upload(residual, shape, dtype, offset);
+    BackwardOutputs over(rows, d, dtype, offset, grad_init);
+    fused_call(in_place.view, over, in_place.view);
+    const BackwardHost got_over = download_backward(in_place.view, over);
+    check_identical_backward("dx over the residual", got_over, expected);
+    check_identical("dx over the residual: d_branch_bias", got_over.d_branch_bias,
+                    got.d_branch_bias);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cuda dropout_residual_layernorm_forward equals dropout_residual_add + layernorm_forward",
@@ -376,6 +454,53 @@ TEST_CASE("cuda layernorm_backward_dropout_bias runs the two ops for an unaligne
   }
 }
 
+TEST_CASE(
+    "cuda layernorm_backward_add_dropout_bias equals layernorm_backward_add + "
+    "dropout_backward_bias",
+    "[cuda][layernorm][dropout][bias_grad_tails]") {
+  for (DType dtype : kDtypes)
+    for (int64_t d : kWidths)
+      for (int64_t rows : kRowCounts)
+        for (int offset : {0, 1}) check_backward_add(dtype, rows, d, offset);
+}
+
+TEST_CASE("cuda layernorm_backward_add_dropout_bias runs the two ops for an unaligned d_branch",
+          "[cuda][layernorm][dropout][bias_grad_tails]") {
+  // dy, x, gamma, residual, dx aligned (layernorm_backward_add's packs), d_branch one element off:
+  // the op runs the pair, d_branch_bias included, bit for bit; dx over the residual.
+  for (DType dtype : kDtypes) {
+    const int64_t rows = 300, d = 512;
+    INFO("dtype " << dtype_name(dtype));
+    const std::vector<int64_t> shape{rows, d};
+    const RngKey key{20250106, 7, 3};
+    const std::vector<float> x = rounded(random_floats(rows * d, 9, -2.0f, 3.0f), dtype),
+                             gamma = rounded(random_floats(d, 10, 0.5f, 1.5f), dtype),
+                             dy = rounded(random_floats(rows * d, 11), dtype),
+                             residual = rounded(random_floats(rows * d, 12), dtype),
+                             grad_init = random_floats(d, 13);
+    const std::vector<float> mean(rows, 0.5f), rstd(rows, 0.8f);
+    const GpuTensor gx = upload(x, shape, dtype), ggamma = upload(gamma, {d}, dtype),
+                    gdy = upload(dy, shape, dtype), gresidual = upload(residual, shape, dtype),
+                    gmean = upload(mean, {rows}, DType::f32),
+                    grstd = upload(rstd, {rows}, DType::f32);
+    BackwardOutputs two(rows, d, dtype, 0, grad_init), fused(rows, d, dtype, 0, grad_init);
+    fused.d_branch = gpu_poisoned(shape, dtype, 1);
+    two.d_branch = gpu_poisoned(shape, dtype, 1);
+    cuda::layernorm_backward_add(gdy.view, gx.view, ggamma.view, gmean.view, grstd.view,
+                                 gresidual.view, two.dx.view, two.d_gamma.view, two.d_beta.view);
+    cuda::dropout_backward_bias(two.dx.view, two.d_branch.view, 0.3f, key, two.d_branch_bias.view);
+    GpuTensor in_place = upload(residual, shape, dtype);
+    layernorm_backward_add_dropout_bias(gdy.view, gx.view, ggamma.view, gmean.view, grstd.view,
+                                        in_place.view, in_place.view, fused.d_gamma.view,
+                                        fused.d_beta.view, fused.d_branch.view, 0.3f, key,
+                                        fused.d_branch_bias.view);
+    const BackwardHost expected = download_backward(two.dx.view, two),
+                       got = download_backward(in_place.view, fused);
+    check_identical_backward("unaligned d_branch", got, expected);
+    check_identical("unaligned d_branch: d_branch_bias", got.d_branch_bias, expected.d_branch_bias);
+  }
+}
+
 TEST_CASE("cuda LayerNorm tails reject mixed dtypes and host tensors, naming the op and tensor",
           "[cuda][layernorm][errors]") {
   const int64_t rows = 3, d = 8;
@@ -426,6 +551,32 @@ TEST_CASE("cuda LayerNorm tails reject mixed dtypes and host tensors, naming the
                                                     y.view, 0.1f, {}, gamma.view);
             }),
             "layernorm_backward_dropout_bias: d_branch_bias must be f32"));
+  CHECK(has(invalid_argument_message([&] {
+              cuda::layernorm_backward_add_dropout_bias(
+                  a.view, b.view, gamma.view, mean.view, rstd.view, half.view, c.view, d_gamma.view,
+                  d_beta.view, y.view, 0.1f, {}, d_branch_bias.view);
+            }),
+            "layernorm_backward_add_dropout_bias: residual [3, 8] f16 cuda must have the dtype of "
+            "x"));
+  CHECK(has(invalid_argument_message([&] {
+              cuda::layernorm_backward_add_dropout_bias(
+                  a.view, b.view, gamma.view, mean.view, rstd.view, c.view, c.view, d_gamma.view,
+                  d_beta.view, half.view, 0.1f, {}, d_branch_bias.view);
+            }),
+            "layernorm_backward_add_dropout_bias: d_branch [3, 8] f16 cuda must have the dtype of "
+            "x"));
+  CHECK(has(invalid_argument_message([&] {
+              cuda::layernorm_backward_add_dropout_bias(a.view, b.view, gamma.view, mean.view,
+                                                        rstd.view, c.view, c.view, d_gamma.view,
+                                                        d_beta.view, y.view, 0.1f, {}, gamma.view);
+            }),
+            "layernorm_backward_add_dropout_bias: d_branch_bias must be f32"));
+  CHECK(has(invalid_argument_message([&] {
+              cuda::layernorm_backward_add_dropout_bias(
+                  a.view, b.view, gamma.view, mean.view, rstd.view, c.view, c.view, d_gamma.view,
+                  d_beta.view, c.view, 0.1f, {}, d_branch_bias.view);
+            }),
+            "layernorm_backward_add_dropout_bias: d_branch [3, 8] bf16 cuda must not overlap"));
 }
 
 }  // namespace nmt::test
