@@ -23,7 +23,13 @@ void Sublayer::plan(Arena& arena, int64_t max_rows) {
   rstd_ = arena.allocate("sublayer.rstd", DType::f32, max_rows);
 }
 
-Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward& f) {
+NormInto Sublayer::input_norm(int64_t rows) const {
+  return NormInto{gain_, bias_, normed_.view({rows, shape_.d_model}), mean_.view({rows}),
+                  rstd_.view({rows})};
+}
+
+Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward& f,
+                         const NormInto* next, bool input_normed) {
   int64_t rows = x.dim(0), d = shape_.d_model;
   x_ = x;
   key_ = ctx.key(dropout_id_);
@@ -31,9 +37,19 @@ Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward&
   Tensor out = out_.view({rows, d}), f_out = f_out_.view({rows, d});
   Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});
   if (shape_.pre_norm) {
-    layernorm_forward(x, gain_->compute, bias_->compute, normed, mean, rstd, shape_.layernorm_eps);
+    if (!input_normed)
+      layernorm_forward(x, gain_->compute, bias_->compute, normed, mean, rstd,
+                        shape_.layernorm_eps);
     f(normed, f_out);
-    dropout_residual_add(x, f_out, out, p_, key_);  // one pass; f_out keeps f's output
+    if (next != nullptr) {
+      // out = x + dropout(f_out) and the LayerNorm above reading it, in one pass: bit for bit
+      // dropout_residual_add then layernorm_forward.
+      Tensor y = next->y, m = next->mean, r = next->rstd;
+      dropout_residual_layernorm_forward(x, f_out, out, p_, key_, next->gain->compute,
+                                         next->bias->compute, y, m, r, shape_.layernorm_eps);
+    } else {
+      dropout_residual_add(x, f_out, out, p_, key_);  // one pass; f_out keeps f's output
+    }
   } else {
     f(x, f_out);
     // normed = x + dropout(f_out), the LN input the backward reads, and out = LN(normed) in one
@@ -45,20 +61,26 @@ Tensor Sublayer::forward(const Tensor& x, const StepContext& ctx, const Forward&
 }
 
 void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, Tensor& f_bias_grad,
-                        const Backward& f_backward) {
+                        const Backward& f_backward, const BranchTail* below, bool branch_ready) {
   int64_t rows = x_.dim(0), d = shape_.d_model;
   Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});
   Tensor g2 = ws.s2.view({rows, d});
   if (shape_.pre_norm) {
     Tensor g1 = ws.s1.view({rows, d});
     // d_f = dropout's backward of d_out (a copy when p is 0), and f's output bias gradient (d_f's
-    // column sums) in the same pass.
-    dropout_backward_bias(d_out, g1, p_, key_, f_bias_grad);
+    // column sums) in the same pass, unless the op above did both.
+    if (!branch_ready) dropout_backward_bias(d_out, g1, p_, key_, f_bias_grad);
     f_backward(g1, g2, DxWrite::assign);  // gradient w.r.t. LN(x)
     // d_x = d_out + the LN's input gradient in one pass (the residual's backward; d_x may be
-    // d_out), bit for bit what layernorm_backward then residual_add computed.
-    layernorm_backward_add(g2, x_, gain_->compute, mean, rstd, d_out, d_x, gain_->grad,
-                           bias_->grad);
+    // d_out), bit for bit what layernorm_backward then residual_add computed; with a sublayer
+    // below, the same pass writes its branch gradient into g1 (f_backward is done reading it).
+    if (below != nullptr)
+      layernorm_backward_add_dropout_bias(g2, x_, gain_->compute, mean, rstd, d_out, d_x,
+                                          gain_->grad, bias_->grad, g1, below->p, below->key,
+                                          *below->f_bias_grad);
+    else
+      layernorm_backward_add(g2, x_, gain_->compute, mean, rstd, d_out, d_x, gain_->grad,
+                             bias_->grad);
   } else {
     // d_x = the LN's input gradient (in place when d_x is d_out) + f's input gradient: the
     // residual's share is stored first and f's last product adds its own into it (beta = 1), so

@@ -15,6 +15,28 @@
 
 namespace nmt {
 
+// Pre-norm joins each sublayer's residual add with the LayerNorm that reads its output (the next
+// sublayer's own, or the stack's final norm), forward and backward; the stacks (transformer.cpp,
+// transformer_layers.cpp) pass each sublayer its neighbours' parts:
+//
+// NormInto: a LayerNorm that reads a sublayer's output, which Sublayer::forward computes in the
+// pass that adds the residual (dropout_residual_layernorm_forward).
+struct NormInto {
+  const Param* gain = nullptr;  // [d] (compute copies read)
+  const Param* bias = nullptr;
+  Tensor y, mean, rstd;  // [rows, d] written; [rows] f32 written
+};
+
+// BranchTail: the sublayer below's dropout and its block's output bias gradient. The sublayer
+// above writes that sublayer's branch gradient (its dropout backward, into the workspace's s1) in
+// the pass that writes its own input gradient (layernorm_backward_add_dropout_bias); the sublayer
+// below then starts from it (Sublayer::backward's branch_ready).
+struct BranchTail {
+  float p = 0;
+  RngKey key;
+  Tensor* f_bias_grad = nullptr;  // [d] f32, accumulated
+};
+
 class Sublayer {
  public:
   // f(in [rows, d], out [rows, d] written); f_backward(d_f [rows, d], d_in [rows, d], how):
@@ -27,13 +49,26 @@ class Sublayer {
   void plan(Arena& arena, int64_t max_rows);
 
   // x: [rows, d_model], kept alive until backward. Returns the output view (owned here).
-  Tensor forward(const Tensor& x, const StepContext& ctx, const Forward& f);
+  // Pre-norm only (ignored post-norm): `next`, when given, is the LayerNorm that reads the output,
+  // computed in the same pass; `input_normed`: the sublayer below already wrote this sublayer's
+  // LayerNorm (its `next` was input_norm()), so it is not computed again.
+  Tensor forward(const Tensor& x, const StepContext& ctx, const Forward& f,
+                 const NormInto* next = nullptr, bool input_normed = false);
   // d_out: [rows, d_model]; d_x: [rows, d_model] written (=), may alias d_out. f_bias_grad:
   // [d_model] f32, the gradient of f's output bias (its last linear layer's), += the column sums
   // of the d_f handed to f_backward, added in the pass that writes d_f; f_backward must therefore
   // not add them again (AttentionBlock / FeedForwardBlock::backward do not).
+  // Pre-norm only: `below`, when given, is the sublayer below's tail, whose branch gradient this
+  // pass writes into ws.s1; `branch_ready`: the op above wrote this sublayer's branch gradient into
+  // ws.s1 (and added its f_bias_grad) already.
   void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, Tensor& f_bias_grad,
-                const Backward& f_backward);
+                const Backward& f_backward, const BranchTail* below = nullptr,
+                bool branch_ready = false);
+
+  // This sublayer's own LayerNorm as the `next` of the sublayer below (pre-norm), for `rows` rows.
+  NormInto input_norm(int64_t rows) const;
+  // This sublayer's dropout (as of the last forward) with its block's output bias gradient.
+  BranchTail branch_tail(Tensor& f_bias_grad) const { return BranchTail{p_, key_, &f_bias_grad}; }
 
  private:
   ModelShape shape_;

@@ -154,9 +154,25 @@ Tensor Transformer::encode(const StepContext& ctx) {
   embedding_forward(ids, src_embed_->compute, x, src_len_, std::sqrt(static_cast<float>(d)),
                     kPadId);
   if (embed_p_ > 0) dropout_forward(x, x, embed_p_, src_embed_key_);
-  for (auto& layer : encoder_) x = layer->forward(x, lengths, batch_, src_len_, ctx);
+  // Pre-norm: each layer computes the LayerNorm above it (the next layer's first, or the final
+  // norm) in its last residual pass.
+  const NormInto final_into =
+      into_final_norm(enc_norm_g_, enc_norm_b_, enc_final_, enc_mean_, enc_rstd_, rows);
+  for (size_t i = 0; i < encoder_.size(); ++i) {
+    const NormInto next = i + 1 < encoder_.size() ? encoder_[i + 1]->input_norm(rows) : final_into;
+    x = encoder_[i]->forward(x, lengths, batch_, src_len_, ctx, shape_.pre_norm ? &next : nullptr,
+                             i > 0);
+  }
   enc_last_ = x;
+  if (shape_.pre_norm && !encoder_.empty()) return final_into.y;
   return final_norm(x, enc_norm_g_, enc_norm_b_, enc_final_, enc_mean_, enc_rstd_);
+}
+
+NormInto Transformer::into_final_norm(const Param* gain, const Param* bias, const Buffer& out,
+                                      const Buffer& mean, const Buffer& rstd, int64_t rows) const {
+  if (!shape_.pre_norm) return NormInto{};
+  return NormInto{gain, bias, out.view({rows, shape_.d_model}), mean.view({rows}),
+                  rstd.view({rows})};
 }
 
 Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
@@ -168,9 +184,15 @@ Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
   embedding_forward(ids, tgt_embed_->compute, y, tgt_len_, std::sqrt(static_cast<float>(d)),
                     kPadId);
   if (embed_p_ > 0) dropout_forward(y, y, embed_p_, tgt_embed_key_);
-  for (auto& layer : decoder_)
-    y = layer->forward(y, lengths, enc_out, src_lengths, batch_, tgt_len_, src_len_, ctx);
+  const NormInto final_into =
+      into_final_norm(dec_norm_g_, dec_norm_b_, dec_final_, dec_mean_, dec_rstd_, rows);
+  for (size_t i = 0; i < decoder_.size(); ++i) {
+    const NormInto next = i + 1 < decoder_.size() ? decoder_[i + 1]->input_norm(rows) : final_into;
+    y = decoder_[i]->forward(y, lengths, enc_out, src_lengths, batch_, tgt_len_, src_len_, ctx,
+                             shape_.pre_norm ? &next : nullptr, i > 0);
+  }
   dec_last_ = y;
+  if (shape_.pre_norm && !decoder_.empty()) return final_into.y;
   return final_norm(y, dec_norm_g_, dec_norm_b_, dec_final_, dec_mean_, dec_rstd_);
 }
 
@@ -236,30 +258,35 @@ void Transformer::backward(Tensor& d_dec) {
   float scale = std::sqrt(static_cast<float>(d));
   size_t stage = 0;     // the stages of the constructor, in backward order
   stage_done(stage++);  // a separate output projection (its gradient came from the logits)
-  if (shape_.pre_norm) {
-    Tensor mean = dec_mean_.view({t_rows}), rstd = dec_rstd_.view({t_rows});
-    layernorm_backward(d_dec, dec_last_, dec_norm_g_->compute, mean, rstd, d_dec,  // in place
-                       dec_norm_g_->grad, dec_norm_b_->grad);
+  // Pre-norm: the final norm's backward (in place) also writes the last layer's branch gradient,
+  // and each layer the branch gradient of the layer below (Sublayer::backward).
+  const bool pre = shape_.pre_norm;
+  if (pre) {
+    const BranchTail top = decoder_.empty() ? BranchTail{} : decoder_.back()->output_tail();
+    final_norm_backward(d_dec, dec_last_, dec_norm_g_, dec_norm_b_, dec_mean_, dec_rstd_,
+                        decoder_.empty() ? nullptr : &top);
     stage_done(stage++);
   }
   Tensor d_enc = d_enc_.view({s_rows, d});
   fill_zero(d_enc);
-  for (auto it = decoder_.rbegin(); it != decoder_.rend(); ++it) {
-    (*it)->backward(d_dec, d_enc, ws_);
+  for (size_t i = decoder_.size(); i-- > 0;) {
+    const BranchTail below = i > 0 ? decoder_[i - 1]->output_tail() : BranchTail{};
+    decoder_[i]->backward(d_dec, d_enc, ws_, pre && i > 0 ? &below : nullptr, pre);
     stage_done(stage++);
   }
   if (embed_p_ > 0) dropout_backward(d_dec, d_dec, embed_p_, tgt_embed_key_);
   embedding_backward(tgt_in_.view({t_rows}), d_dec, tgt_embed_->grad, scale, kPadId);
   stage_done(stage++);  // a separate target embedding
 
-  if (shape_.pre_norm) {
-    Tensor mean = enc_mean_.view({s_rows}), rstd = enc_rstd_.view({s_rows});
-    layernorm_backward(d_enc, enc_last_, enc_norm_g_->compute, mean, rstd, d_enc,  // in place
-                       enc_norm_g_->grad, enc_norm_b_->grad);
+  if (pre) {
+    const BranchTail top = encoder_.empty() ? BranchTail{} : encoder_.back()->output_tail();
+    final_norm_backward(d_enc, enc_last_, enc_norm_g_, enc_norm_b_, enc_mean_, enc_rstd_,
+                        encoder_.empty() ? nullptr : &top);
     stage_done(stage++);
   }
-  for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) {
-    (*it)->backward(d_enc, ws_);
+  for (size_t i = encoder_.size(); i-- > 0;) {
+    const BranchTail below = i > 0 ? encoder_[i - 1]->output_tail() : BranchTail{};
+    encoder_[i]->backward(d_enc, ws_, pre && i > 0 ? &below : nullptr, pre);
     stage_done(stage++);
   }
   if (embed_p_ > 0) dropout_backward(d_enc, d_enc, embed_p_, src_embed_key_);
@@ -267,6 +294,20 @@ void Transformer::backward(Tensor& d_dec) {
   stage_done(stage++);  // the source embedding (the shared table's last contribution)
   if (stage != stages_.size())
     throw std::logic_error("Transformer::backward: stage count mismatch");
+}
+
+void Transformer::final_norm_backward(Tensor& grad, const Tensor& x, Param* gain, Param* bias,
+                                      const Buffer& mean, const Buffer& rstd,
+                                      const BranchTail* top) {
+  const int64_t rows = grad.dim(0);
+  Tensor m = mean.view({rows}), r = rstd.view({rows});
+  if (top == nullptr) {
+    layernorm_backward(grad, x, gain->compute, m, r, grad, gain->grad, bias->grad);  // in place
+    return;
+  }
+  Tensor branch = ws_.s1.view({rows, shape_.d_model});
+  layernorm_backward_dropout_bias(grad, x, gain->compute, m, r, grad, gain->grad, bias->grad,
+                                  branch, top->p, top->key, *top->f_bias_grad);
 }
 
 LossSums Transformer::evaluate(const Batch& batch, float label_smoothing) {

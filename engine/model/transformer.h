@@ -99,6 +99,13 @@ class Transformer {
   Tensor final_norm(const Tensor& x, const Param* gain, const Param* bias, const Buffer& out,
                     const Buffer& mean, const Buffer& rstd);
   void backward(Tensor& d_dec_out);
+  // Pre-norm: the final norm as the last layer's `next` (views for `rows` rows); post-norm: none.
+  NormInto into_final_norm(const Param* gain, const Param* bias, const Buffer& out,
+                           const Buffer& mean, const Buffer& rstd, int64_t rows) const;
+  // Pre-norm's final norm backward, in place in grad [rows, d_model] (x: its input); with `top`
+  // (the stack's last layer's tail) its branch gradient is written in the same pass (ws_.s1).
+  void final_norm_backward(Tensor& grad, const Tensor& x, Param* gain, Param* bias,
+                           const Buffer& mean, const Buffer& rstd, const BranchTail* top);
   void allocate(Arena& arena);
   // The parameters registered since `first` (an index into params_), as one backward stage.
   void add_stage(std::vector<std::vector<const Param*>>& stages, size_t first);

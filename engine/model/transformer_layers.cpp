@@ -17,25 +17,37 @@ void EncoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores) {
   ffn_sub_.plan(arena, max_rows);
 }
 
+// Pre-norm: each sublayer computes the next one's LayerNorm in its residual pass (Sublayer).
 Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_lengths, int64_t batch,
-                             int64_t src_len, const StepContext& ctx) {
-  Tensor h = self_attn_sub_.forward(x, ctx, [&](const Tensor& in, Tensor& out) {
-    self_attn_.forward(in, in, src_lengths, batch, src_len, src_len, ctx, out);
-  });
-  return ffn_sub_.forward(h, ctx,
-                          [&](const Tensor& in, Tensor& out) { ffn_.forward(in, ctx, out); });
+                             int64_t src_len, const StepContext& ctx, const NormInto* next,
+                             bool input_normed) {
+  const NormInto ffn_norm = ffn_sub_.input_norm(x.dim(0));
+  Tensor h = self_attn_sub_.forward(
+      x, ctx,
+      [&](const Tensor& in, Tensor& out) {
+        self_attn_.forward(in, in, src_lengths, batch, src_len, src_len, ctx, out);
+      },
+      &ffn_norm, input_normed);
+  return ffn_sub_.forward(
+      h, ctx, [&](const Tensor& in, Tensor& out) { ffn_.forward(in, ctx, out); }, next, true);
 }
 
 // Each sublayer adds its block's output bias gradient while it writes the block's output gradient
-// (Sublayer::backward), so the blocks do not add it.
-void EncoderLayer::backward(Tensor& grad, Workspace& ws) {
+// (Sublayer::backward), so the blocks do not add it. Pre-norm: each sublayer writes the branch
+// gradient of the one below in its last pass.
+void EncoderLayer::backward(Tensor& grad, Workspace& ws, const BranchTail* below,
+                            bool branch_ready) {
+  const BranchTail self_attn_tail = self_attn_sub_.branch_tail(self_attn_.output_bias_grad());
   ffn_sub_.backward(
       grad, grad, ws, ffn_.output_bias_grad(),
-      [&](const Tensor& d_f, Tensor& d_in, DxWrite how) { ffn_.backward(d_f, d_in, ws, how); });
-  self_attn_sub_.backward(grad, grad, ws, self_attn_.output_bias_grad(),
-                          [&](const Tensor& d_f, Tensor& d_in, DxWrite how) {
-                            self_attn_.backward(d_f, d_in, d_in, ws, how);
-                          });
+      [&](const Tensor& d_f, Tensor& d_in, DxWrite how) { ffn_.backward(d_f, d_in, ws, how); },
+      &self_attn_tail, branch_ready);
+  self_attn_sub_.backward(
+      grad, grad, ws, self_attn_.output_bias_grad(),
+      [&](const Tensor& d_f, Tensor& d_in, DxWrite how) {
+        self_attn_.backward(d_f, d_in, d_in, ws, how);
+      },
+      below, true);
 }
 
 DecoderLayer::DecoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
@@ -58,7 +70,8 @@ void DecoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores) {
 
 Tensor DecoderLayer::forward(const Tensor& y, const Tensor& tgt_lengths, const Tensor& enc_out,
                              const Tensor& src_lengths, int64_t batch, int64_t tgt_len,
-                             int64_t src_len, const StepContext& ctx) {
+                             int64_t src_len, const StepContext& ctx, const NormInto* next,
+                             bool input_normed) {
   return run(
       y, ctx,
       [&](const Tensor& in, Tensor& out) {
@@ -66,7 +79,8 @@ Tensor DecoderLayer::forward(const Tensor& y, const Tensor& tgt_lengths, const T
       },
       [&](const Tensor& in, Tensor& out) {
         cross_attn_.forward(in, enc_out, src_lengths, batch, tgt_len, src_len, ctx, out);
-      });
+      },
+      next, input_normed);
 }
 
 void DecoderLayer::cache_source(const Tensor& memory, DecoderLayerCache& cache) {
@@ -88,26 +102,39 @@ Tensor DecoderLayer::step(const Tensor& x, const Tensor& positions, DecoderLayer
 
 Tensor DecoderLayer::run(const Tensor& y, const StepContext& ctx,
                          const Sublayer::Forward& self_attention,
-                         const Sublayer::Forward& cross_attention) {
-  Tensor h = self_attn_sub_.forward(y, ctx, self_attention);
-  h = cross_attn_sub_.forward(h, ctx, cross_attention);
-  return ffn_sub_.forward(h, ctx,
-                          [&](const Tensor& in, Tensor& out) { ffn_.forward(in, ctx, out); });
+                         const Sublayer::Forward& cross_attention, const NormInto* next,
+                         bool input_normed) {
+  const int64_t rows = y.dim(0);
+  const NormInto cross_norm = cross_attn_sub_.input_norm(rows);
+  const NormInto ffn_norm = ffn_sub_.input_norm(rows);
+  Tensor h = self_attn_sub_.forward(y, ctx, self_attention, &cross_norm, input_normed);
+  h = cross_attn_sub_.forward(h, ctx, cross_attention, &ffn_norm, true);
+  return ffn_sub_.forward(
+      h, ctx, [&](const Tensor& in, Tensor& out) { ffn_.forward(in, ctx, out); }, next, true);
 }
 
-// As EncoderLayer::backward: the sublayers add the blocks' output bias gradients.
-void DecoderLayer::backward(Tensor& grad, Tensor& d_enc_out, Workspace& ws) {
+// As EncoderLayer::backward: the sublayers add the blocks' output bias gradients, and pre-norm
+// writes each branch gradient in the pass of the sublayer above.
+void DecoderLayer::backward(Tensor& grad, Tensor& d_enc_out, Workspace& ws, const BranchTail* below,
+                            bool branch_ready) {
+  const BranchTail cross_attn_tail = cross_attn_sub_.branch_tail(cross_attn_.output_bias_grad());
+  const BranchTail self_attn_tail = self_attn_sub_.branch_tail(self_attn_.output_bias_grad());
   ffn_sub_.backward(
       grad, grad, ws, ffn_.output_bias_grad(),
-      [&](const Tensor& d_f, Tensor& d_in, DxWrite how) { ffn_.backward(d_f, d_in, ws, how); });
-  cross_attn_sub_.backward(grad, grad, ws, cross_attn_.output_bias_grad(),
-                           [&](const Tensor& d_f, Tensor& d_in, DxWrite how) {
-                             cross_attn_.backward(d_f, d_in, d_enc_out, ws, how);
-                           });
-  self_attn_sub_.backward(grad, grad, ws, self_attn_.output_bias_grad(),
-                          [&](const Tensor& d_f, Tensor& d_in, DxWrite how) {
-                            self_attn_.backward(d_f, d_in, d_in, ws, how);
-                          });
+      [&](const Tensor& d_f, Tensor& d_in, DxWrite how) { ffn_.backward(d_f, d_in, ws, how); },
+      &cross_attn_tail, branch_ready);
+  cross_attn_sub_.backward(
+      grad, grad, ws, cross_attn_.output_bias_grad(),
+      [&](const Tensor& d_f, Tensor& d_in, DxWrite how) {
+        cross_attn_.backward(d_f, d_in, d_enc_out, ws, how);
+      },
+      &self_attn_tail, true);
+  self_attn_sub_.backward(
+      grad, grad, ws, self_attn_.output_bias_grad(),
+      [&](const Tensor& d_f, Tensor& d_in, DxWrite how) {
+        self_attn_.backward(d_f, d_in, d_in, ws, how);
+      },
+      below, true);
 }
 
 }  // namespace nmt

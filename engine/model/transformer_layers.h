@@ -24,10 +24,17 @@ class EncoderLayer {
                DropoutIds& ids);
   void plan(Arena& arena, int64_t max_rows, int64_t max_scores);
   // x: [batch*src_len, d_model]; src_lengths: [batch] i32. Returns the layer output view.
+  // Pre-norm (ignored post-norm): `next` and `input_normed` as Sublayer::forward's, for the layer's
+  // last and first sublayer.
   Tensor forward(const Tensor& x, const Tensor& src_lengths, int64_t batch, int64_t src_len,
-                 const StepContext& ctx);
+                 const StepContext& ctx, const NormInto* next = nullptr, bool input_normed = false);
   // grad: [batch*src_len, d_model], gradient of the output in, of the input out (in place).
-  void backward(Tensor& grad, Workspace& ws);
+  // Pre-norm: `below` and `branch_ready` as Sublayer::backward's, for the first and last sublayer.
+  void backward(Tensor& grad, Workspace& ws, const BranchTail* below = nullptr,
+                bool branch_ready = false);
+  // The first sublayer's LayerNorm (the layer below's `next`), the last sublayer's tail.
+  NormInto input_norm(int64_t rows) const { return self_attn_sub_.input_norm(rows); }
+  BranchTail output_tail() { return ffn_sub_.branch_tail(ffn_.output_bias_grad()); }
 
  private:
   AttentionBlock self_attn_;
@@ -50,9 +57,13 @@ class DecoderLayer {
   // y: [batch*tgt_len, d_model]; enc_out: [batch*src_len, d_model].
   Tensor forward(const Tensor& y, const Tensor& tgt_lengths, const Tensor& enc_out,
                  const Tensor& src_lengths, int64_t batch, int64_t tgt_len, int64_t src_len,
-                 const StepContext& ctx);
+                 const StepContext& ctx, const NormInto* next = nullptr, bool input_normed = false);
   // grad: gradient of the output in, of the input out (in place); d_enc_out accumulated (+=).
-  void backward(Tensor& grad, Tensor& d_enc_out, Workspace& ws);
+  // `below`, `branch_ready`: as EncoderLayer::backward's.
+  void backward(Tensor& grad, Tensor& d_enc_out, Workspace& ws, const BranchTail* below = nullptr,
+                bool branch_ready = false);
+  NormInto input_norm(int64_t rows) const { return self_attn_sub_.input_norm(rows); }
+  BranchTail output_tail() { return ffn_sub_.branch_tail(ffn_.output_bias_grad()); }
 
   // Decoding (engine/decode/incremental_decoder.h drives it), dropout off. memory: [sources *
   // src_len, d_model] encoder output; cache.cross.keys/values [sources, src_len, d_model] written.
@@ -64,7 +75,8 @@ class DecoderLayer {
  private:
   // The three sublayers around the given attention paths (forward's or step's).
   Tensor run(const Tensor& y, const StepContext& ctx, const Sublayer::Forward& self_attention,
-             const Sublayer::Forward& cross_attention);
+             const Sublayer::Forward& cross_attention, const NormInto* next = nullptr,
+             bool input_normed = false);
 
   AttentionBlock self_attn_;
   Sublayer self_attn_sub_;
