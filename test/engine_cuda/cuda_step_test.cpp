@@ -111,6 +111,7 @@ TEST_CASE("Adam steps on the GPU track the CPU, and steps allocate no device mem
     if (step == 1) free_after_first = free_now;
   }
   // Scratch (cuBLAS workspace, temporaries) is reserved during the first step; later steps reuse it.
+  // cudaMemGetInfo is device-wide: ctest runs this suite alone (RUN_SERIAL, CMakeLists.txt).
   CHECK(free_now == free_after_first);
   // Adam divides by sqrt(v): where a gradient is at rounding level, m/sqrt(v) is ~±1 whatever its
   // size, so fp32 differences between the backends become parameter differences of up to lr per
