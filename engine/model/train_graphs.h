@@ -33,6 +33,7 @@ struct TrainGraphStats {
   int64_t captures = 0;     // graphs captured and instantiated
   int64_t replays = 0;      // steps run as one graph launch (each capture's own step included)
   int64_t evictions = 0;    // graphs dropped to keep at most kMaxGraphs
+  int64_t overlapped = 0;   // op by op on the caller's stream: the exchange overlapped backward
   size_t graph_nodes = 0;   // nodes of the latest graph (the launches one replay replaces)
   std::string failure;      // why graphs were given up (a capture failed), or empty
 };
@@ -54,6 +55,9 @@ class TrainGraphs {
   // fails gives graphs up (stats().failure says why) and runs the step op by op; so do all later
   // steps.
   void run(const TrainStepKey& key, const std::function<void()>& step);
+
+  // Counts a step that ran op by op outside run() because its exchange overlapped backward.
+  void count_overlapped() { ++stats_.overlapped; }
 
   const TrainGraphStats& stats() const { return stats_; }
 

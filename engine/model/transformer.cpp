@@ -232,6 +232,7 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
     cuda::StreamHandoff handoff(graphs_->stream());
     graphs_->run(TrainStepKey{batch_, src_len_, tgt_len_, loss_scale, label_smoothing}, step);
   } else {
+    if (graphs_) graphs_->count_overlapped();
     step();
   }
   return read_loss_sums(loss_sums_.view({kLossSumsWords}), shape_.vocab);

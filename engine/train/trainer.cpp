@@ -104,6 +104,9 @@ std::string train_graphs_line(const TrainGraphStats& g) {
                      "replayed, " +
                      std::to_string(g.eager_steps) + " op by op, " + std::to_string(g.captures) +
                      " captures";
+  if (g.overlapped > 0)
+    line += ", " + std::to_string(g.overlapped) +
+            " op by op because the gradient exchange overlapped backward (dist.overlap)";
   if (g.evictions > 0) line += ", " + std::to_string(g.evictions) + " graphs evicted";
   if (!g.failure.empty()) line += "; given up: " + g.failure;
   return line;

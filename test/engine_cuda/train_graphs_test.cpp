@@ -103,6 +103,7 @@ TEST_CASE("training steps replayed from CUDA graphs give the op-by-op steps' bit
       CHECK(reported == static_cast<int64_t>(graphed.params().params().size()));
       CHECK(stats->replays == 4);
       CHECK(stats->eager_steps == 2);
+      CHECK(stats->overlapped == 1);
     }
   }
 }
