@@ -24,6 +24,7 @@ namespace {
 // dropout_backward with p == 0: a copy (the bits of dy, as the unfused op's memcpy).
 struct CopyGrad {
   static constexpr bool kReadsY = false;
+  static constexpr int kMinBlocks = 4;  // blocks per multiprocessor (__launch_bounds__)
   template <typename T, int VEC>
   __device__ void operator()(int64_t, const Pack<T, VEC>& dy, const Pack<T, VEC>&,
                              Pack<T, VEC>& dx) const {
@@ -34,6 +35,7 @@ struct CopyGrad {
 // dropout_backward: dy times the regenerated mask's scale (dropout_kernel's product).
 struct DropoutGrad {
   static constexpr bool kReadsY = false;
+  static constexpr int kMinBlocks = 3;  // the Philox draws hold more registers
   float p, keep_scale;
   RngKey key;
   template <typename T, int VEC>
@@ -63,6 +65,7 @@ struct DropoutGrad {
 // (ReluDropoutBackwardOp of elementwise.cu).
 struct ReluDropoutGrad {
   static constexpr bool kReadsY = true;
+  static constexpr int kMinBlocks = 4;
   float keep_scale;
   template <typename T, int VEC>
   __device__ void operator()(int64_t, const Pack<T, VEC>& dy, const Pack<T, VEC>& y,
@@ -92,44 +95,49 @@ __device__ __forceinline__ void write_and_add(const Grad& grad, int64_t element,
 
 // dy, y, dx: [rows, cols] T, 16-byte aligned with cols % VEC == 0 where VEC > 1; y is read only
 // where Grad::kReadsY; dx may alias dy (each element is read and written by one thread, the read
-// first). partials, counters, db: as column_sums::add_tile_sums. The grid covers tiles
-// first_tile, first_tile + 1, ...
+// first). partials, counters, db: as column_sums::store_part_sums / finish_tile. The grid covers
+// tiles first_tile, first_tile + 1, ..., each with blocks of parts_per_block row parts.
 template <typename T, int VEC, typename Grad>
-__global__ void __launch_bounds__(column_sums::kThreads)
+__global__ void __launch_bounds__(column_sums::kThreads, Grad::kMinBlocks)
     bias_grad_tail_kernel(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols,
-                          int64_t rows_per_part, int64_t first_tile, Grad grad,
-                          float* __restrict__ partials, unsigned* __restrict__ counters,
-                          float* __restrict__ db) {
+                          int64_t rows_per_part, int64_t parts, int64_t parts_per_block,
+                          int64_t first_tile, Grad grad, float* __restrict__ partials,
+                          unsigned* __restrict__ counters, float* __restrict__ db) {
   using L = column_sums::Layout<VEC>;
   constexpr int kRowUnroll = column_sums::kRowUnroll;
+  __shared__ column_sums::TileShared<VEC> shared;
   const int64_t tile_col = (first_tile + blockIdx.x) * L::kTileCols;
   const int64_t col = tile_col + threadIdx.x * VEC;  // the first of this thread's VEC columns
-
-  float acc[VEC] = {};
-  if (col < cols) {  // with VEC > 1, cols % VEC == 0: all VEC columns are in range, or none
-    const int64_t end = min(rows, (blockIdx.y + 1) * rows_per_part);
-    int64_t r = blockIdx.y * rows_per_part + threadIdx.y;
-    // kRowUnroll rows' loads in flight, then each row written and added in row order.
-    for (; r + (kRowUnroll - 1) * L::kLanesY < end; r += kRowUnroll * L::kLanesY) {
-      Pack<T, VEC> g[kRowUnroll], v[kRowUnroll] = {};
+  const int64_t first_part = blockIdx.y * parts_per_block;
+  const int64_t end_part = min(parts, first_part + parts_per_block);
+  for (int64_t part = first_part; part < end_part; ++part) {
+    float acc[VEC] = {};
+    if (col < cols) {  // with VEC > 1, cols % VEC == 0: all VEC columns are in range, or none
+      const int64_t end = min(rows, (part + 1) * rows_per_part);
+      int64_t r = part * rows_per_part + threadIdx.y;
+      // kRowUnroll rows' loads in flight, then each row written and added in row order.
+      for (; r + (kRowUnroll - 1) * L::kLanesY < end; r += kRowUnroll * L::kLanesY) {
+        Pack<T, VEC> g[kRowUnroll], v[kRowUnroll] = {};
 #pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u) {
-        const int64_t at = (r + u * L::kLanesY) * cols + col;
-        g[u] = load_pack<T, VEC>(dy + at);
-        if constexpr (Grad::kReadsY) v[u] = load_pack<T, VEC>(y + at);
+        for (int u = 0; u < kRowUnroll; ++u) {
+          const int64_t at = (r + u * L::kLanesY) * cols + col;
+          g[u] = load_pack<T, VEC>(dy + at);
+          if constexpr (Grad::kReadsY) v[u] = load_pack<T, VEC>(y + at);
+        }
+#pragma unroll
+        for (int u = 0; u < kRowUnroll; ++u)
+          write_and_add<T, VEC>(grad, (r + u * L::kLanesY) * cols + col, g[u], v[u], dx, acc);
       }
-#pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u)
-        write_and_add<T, VEC>(grad, (r + u * L::kLanesY) * cols + col, g[u], v[u], dx, acc);
+      for (; r < end; r += L::kLanesY) {
+        const int64_t at = r * cols + col;
+        Pack<T, VEC> v = {};
+        if constexpr (Grad::kReadsY) v = load_pack<T, VEC>(y + at);
+        write_and_add<T, VEC>(grad, at, load_pack<T, VEC>(dy + at), v, dx, acc);
+      }
     }
-    for (; r < end; r += L::kLanesY) {
-      const int64_t at = r * cols + col;
-      Pack<T, VEC> v = {};
-      if constexpr (Grad::kReadsY) v = load_pack<T, VEC>(y + at);
-      write_and_add<T, VEC>(grad, at, load_pack<T, VEC>(dy + at), v, dx, acc);
-    }
+    column_sums::store_part_sums<VEC>(shared, acc, part, parts, tile_col, cols, partials, db);
   }
-  column_sums::add_tile_sums<VEC>(acc, tile_col, cols, partials, counters, db);
+  column_sums::finish_tile<VEC>(shared, parts, tile_col, cols, partials, counters, db);
 }
 
 template <typename T, int VEC, typename Grad>
@@ -140,8 +148,8 @@ void launch_tail(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, con
   for (int64_t first = 0; first < grid.tiles; first += grid.tiles_per_launch) {
     bias_grad_tail_kernel<T, VEC, Grad>
         <<<grid.launch_grid(first), dim3(L::kLanesX, L::kLanesY), 0, stream>>>(
-            dy, y, dx, rows, cols, grid.rows_per_part, first, grad, grid.partials, grid.counters,
-            db);
+            dy, y, dx, rows, cols, grid.rows_per_part, grid.parts, grid.parts_per_block, first,
+            grad, grid.partials, grid.counters, db);
     CUDA_CHECK_LAUNCH();
   }
 }

@@ -2,23 +2,27 @@
 // that sum the columns of what they write, bias_grad_tails.cu): the block layout, the fixed-order
 // reduction of a block's lanes, the last block per tile that adds the row parts in order, and the
 // host-side grid. A kernel that adds each row into its thread's sums in row order, as
-// column_sums_kernel does, and ends with add_tile_sums gets the bits of accumulate_column_sums.
+// column_sums_kernel does, ending each part with store_part_sums and the block with finish_tile,
+// gets the bits of accumulate_column_sums.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/scratch.h"
+#include "kernels/cuda/stream.h"
 
 namespace nmt::cuda::column_sums {
 
-// grid (column tiles, row parts), block (kLanesX, kLanesY) = kThreads. Thread (x, y) owns VEC
-// adjacent columns of the tile (one 16-byte load per row where VEC > 1) and sums rows y, y +
-// kLanesY, ... of its part in row order; the block adds its kLanesY lanes in a fixed tree and
-// writes one f32 partial row of the tile. The block that finishes a tile last (an atomic counter
-// per tile) adds the parts in a fixed order into out. Which block comes last varies from run to
+// grid (column tiles, blocks of Grid::parts_per_block row parts), block (kLanesX, kLanesY) =
+// kThreads. For each of its parts, thread (x, y) owns VEC adjacent columns of the tile (one
+// 16-byte load per row where VEC > 1) and sums rows y, y + kLanesY, ... of the part in row order;
+// the block adds its kLanesY lanes in a fixed tree and writes one f32 partial row of the part
+// (store_part_sums). The block that finishes a tile last (an atomic counter per tile,
+// finish_tile) adds the parts in a fixed order into out. Which block comes last varies from run to
 // run; what it adds, and in which order, does not.
 constexpr int kThreads = 256;
 // Rows per part at least (4 unrolled loads for each of the vector path's 32 lanes) and parts at
@@ -79,78 +83,118 @@ __device__ __forceinline__ void store_lane_sums(float* lane_sums, const float (&
   }
 }
 
-// Ends a block of the grid above: `sums` are this thread's column sums over its rows of the part
-// (every thread calls, with zeros where it had no columns). Columns [tile_col, tile_col +
-// kTileCols) are the block's tile. partials: [tiles, parts, kTileCols] f32 (tiles = gridDim.x,
-// parts = gridDim.y); counters: [tiles], zero on entry and on exit; out: [cols] f32, += the
-// column sums of the tile once its last part is in.
+// The shared memory of a block's ordered sums (one per block, declared by the kernel).
 template <int VEC>
-__device__ __forceinline__ void add_tile_sums(const float (&sums)[VEC], int64_t tile_col,
-                                              int64_t cols, float* __restrict__ partials,
-                                              unsigned* __restrict__ counters,
-                                              float* __restrict__ out) {
-  using L = Layout<VEC>;
-  __shared__ alignas(16) float lane_sums[L::kLanesY * L::kTileCols];
-  __shared__ float group_sums[L::kGroups * L::kTileCols];
-  __shared__ bool last_block;
-  const int x = threadIdx.x, y = threadIdx.y, t = y * L::kLanesX + x;
-  const unsigned parts = gridDim.y;
-  store_lane_sums<VEC>(lane_sums, sums);
-  float total = add_lanes<VEC>(lane_sums, group_sums);
+struct TileShared {
+  alignas(16) float lane_sums[Layout<VEC>::kLanesY * Layout<VEC>::kTileCols];
+  float group_sums[Layout<VEC>::kGroups * Layout<VEC>::kTileCols];
+  bool last_block;
+};
 
-  if (parts > 1) {
-    float* tile_partials = partials + static_cast<int64_t>(blockIdx.x) * parts * L::kTileCols;
-    if (t < L::kTileCols) tile_partials[blockIdx.y * L::kTileCols + t] = total;
-    // Publish this block's partials before counting it done: the block that sees the count reach
-    // parts must find every part's row written.
-    __threadfence();
-    __syncthreads();
-    if (t == 0) last_block = atomicAdd(&counters[blockIdx.x], 1u) == parts - 1;
-    __syncthreads();
-    if (!last_block) return;
-    // Every other block of the tile has counted itself: reset for the next launch (or graph
-    // replay) on this stream, which starts after this kernel completes.
-    if (t == 0) counters[blockIdx.x] = 0;
-    __threadfence();
-    // Lane y adds parts y, y + kLanesY, ... in order. __ldcg reads L2, where the other blocks'
-    // partials are, never a stale L1 line.
-    float part_sum[VEC] = {};
-    for (unsigned p = y; p < parts; p += L::kLanesY) {
-      const float* at = tile_partials + p * L::kTileCols + x * VEC;
-      if constexpr (VEC == 1) {
-        part_sum[0] += __ldcg(at);
-      } else {
+// Ends one row part of a block of the grid above: `sums` are this thread's column sums over its
+// rows of part `part` (every thread calls, with zeros where it had no columns). Columns [tile_col,
+// tile_col + kTileCols) are the block's tile. With one part the block adds the tile's sums into
+// out [cols] f32 directly; else it writes the part's row of partials [tiles, parts, kTileCols] f32
+// (tiles = gridDim.x), for finish_tile.
+template <int VEC>
+__device__ __forceinline__ void store_part_sums(TileShared<VEC>& shared, const float (&sums)[VEC],
+                                                int64_t part, int64_t parts, int64_t tile_col,
+                                                int64_t cols, float* __restrict__ partials,
+                                                float* __restrict__ out) {
+  using L = Layout<VEC>;
+  const int t = threadIdx.y * L::kLanesX + threadIdx.x;
+  store_lane_sums<VEC>(shared.lane_sums, sums);
+  const float total = add_lanes<VEC>(shared.lane_sums, shared.group_sums);
+  if (t >= L::kTileCols) return;
+  if (parts == 1) {
+    if (tile_col + t < cols) out[tile_col + t] += total;
+  } else {
+    partials[(static_cast<int64_t>(blockIdx.x) * parts + part) * L::kTileCols + t] = total;
+  }
+}
+
+// Ends a block after its parts (store_part_sums): the block that counts itself last for its tile
+// (counters: [tiles], zero on entry and on exit; gridDim.y blocks a tile) adds all parts of the
+// tile in order into out. Nothing to do with one part.
+template <int VEC>
+__device__ __forceinline__ void finish_tile(TileShared<VEC>& shared, int64_t parts,
+                                            int64_t tile_col, int64_t cols,
+                                            const float* __restrict__ partials,
+                                            unsigned* __restrict__ counters,
+                                            float* __restrict__ out) {
+  using L = Layout<VEC>;
+  if (parts == 1) return;
+  const int x = threadIdx.x, y = threadIdx.y, t = y * L::kLanesX + x;
+  // Publish this block's partials before counting it done: the block that sees the count reach
+  // gridDim.y must find every part's row written.
+  __threadfence();
+  __syncthreads();
+  if (t == 0) shared.last_block = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!shared.last_block) return;
+  // Every other block of the tile has counted itself: reset for the next launch (or graph replay)
+  // on this stream, which starts after this kernel completes.
+  if (t == 0) counters[blockIdx.x] = 0;
+  __threadfence();
+  // Lane y adds parts y, y + kLanesY, ... in order. __ldcg reads L2, where the other blocks'
+  // partials are, never a stale L1 line.
+  const float* tile_partials = partials + static_cast<int64_t>(blockIdx.x) * parts * L::kTileCols;
+  float part_sum[VEC] = {};
+  for (int64_t p = y; p < parts; p += L::kLanesY) {
+    const float* at = tile_partials + p * L::kTileCols + x * VEC;
+    if constexpr (VEC == 1) {
+      part_sum[0] += __ldcg(at);
+    } else {
 #pragma unroll
-        for (int i = 0; i < VEC; i += 4) {
-          const float4 v = __ldcg(reinterpret_cast<const float4*>(at + i));
-          part_sum[i] += v.x;
-          part_sum[i + 1] += v.y;
-          part_sum[i + 2] += v.z;
-          part_sum[i + 3] += v.w;
-        }
+      for (int i = 0; i < VEC; i += 4) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(at + i));
+        part_sum[i] += v.x;
+        part_sum[i + 1] += v.y;
+        part_sum[i + 2] += v.z;
+        part_sum[i + 3] += v.w;
       }
     }
-    store_lane_sums<VEC>(lane_sums, part_sum);
-    total = add_lanes<VEC>(lane_sums, group_sums);
   }
+  store_lane_sums<VEC>(shared.lane_sums, part_sum);
+  const float total = add_lanes<VEC>(shared.lane_sums, shared.group_sums);
   if (t < L::kTileCols && tile_col + t < cols) out[tile_col + t] += total;
 }
 
 // The grid of one call over a [rows, cols] matrix with tiles of tile_cols columns, and the stream
 // memory its kernels use. Parts depend on the shape only, so the sums (and their bits) do not
-// depend on the GPU's size. More tiles than counters (over 4096 tiles) take launches in turn, each
-// covering tiles_per_launch tiles from its first_tile and reusing the counters and the partials
-// after the previous one completed.
+// depend on the GPU's size. A block sums parts_per_block consecutive parts of its tile, one after
+// another, each into its own row of partials (the same rows a block per part would write), so
+// the bits do not depend on parts_per_block either: it only trades blocks for work per block. The
+// end of a block (the ordered lane sums, the fence, the counter) costs about as much as a part of
+// 128 rows takes to load, so where the grid has blocks to spare, blocks take 2, 4 or 8 parts.
+// More tiles than counters (over 4096 tiles) take launches in turn, each covering
+// tiles_per_launch tiles from its first_tile and reusing the counters and the partials after the
+// previous one completed.
 struct Grid {
-  int64_t rows_per_part, parts, tiles, tiles_per_launch;
+  int64_t rows_per_part, parts, parts_per_block, tiles, tiles_per_launch;
   float* partials;     // [tiles_per_launch, parts, tile_cols] f32, the stream's scratch
   unsigned* counters;  // [tiles_per_launch], the stream's zeroed counters
 
+  int64_t blocks_per_tile() const { return (parts + parts_per_block - 1) / parts_per_block; }
   dim3 launch_grid(int64_t first_tile) const {
     return dim3(static_cast<unsigned>(std::min(tiles_per_launch, tiles - first_tile)),
-                static_cast<unsigned>(parts));
+                static_cast<unsigned>(blocks_per_tile()));
   }
 };
+
+// Blocks per multiprocessor a grid keeps at least before its blocks take several parts each
+// (NMT_COLUMN_SUMS_BLOCKS_PER_SM=N in the environment overrides it, for bench-kernels; 0 keeps a
+// block per part).
+constexpr int64_t kMinBlocksPerSm = 2;
+constexpr int64_t kMaxPartsPerBlock = 8;
+
+inline int64_t min_blocks_per_sm() {
+  static const int64_t value = [] {
+    const char* text = std::getenv("NMT_COLUMN_SUMS_BLOCKS_PER_SM");
+    return text != nullptr && *text != 0 ? std::max<int64_t>(0, std::atoll(text)) : kMinBlocksPerSm;
+  }();
+  return value;
+}
 
 inline Grid plan_grid(int64_t rows, int64_t cols, int tile_cols, cudaStream_t stream) {
   Grid g;
@@ -158,6 +202,13 @@ inline Grid plan_grid(int64_t rows, int64_t cols, int tile_cols, cudaStream_t st
   g.parts = (rows + g.rows_per_part - 1) / g.rows_per_part;
   g.tiles = (cols + tile_cols - 1) / tile_cols;
   g.tiles_per_launch = std::min<int64_t>(g.tiles, kZeroedCounters);
+  const int64_t per_sm = min_blocks_per_sm();
+  const int64_t enough = per_sm * multiprocessor_count();
+  g.parts_per_block = 1;
+  while (per_sm > 0 && g.parts_per_block < kMaxPartsPerBlock &&
+         g.tiles_per_launch * ((g.parts + 2 * g.parts_per_block - 1) / (2 * g.parts_per_block)) >=
+             enough)
+    g.parts_per_block *= 2;
   StreamResources& resources = stream_resources(stream);
   g.partials = static_cast<float*>(resources.scratch(
       static_cast<size_t>(g.tiles_per_launch * g.parts * tile_cols) * sizeof(float)));

@@ -78,38 +78,44 @@ __device__ __forceinline__ void add_row(const T* __restrict__ at, float (&acc)[V
 }
 
 // matrix: [rows, cols] T, 16-byte aligned with cols % VEC == 0 where VEC > 1. partials: [tiles,
-// parts, kTileCols] f32 (tiles = gridDim.x, parts = gridDim.y). counters: [tiles], zero on entry
-// and on exit. out: [cols] f32, += the column sums. The grid covers tiles first_tile, first_tile +
-// 1, ... (more tiles than counters take several launches).
+// parts, kTileCols] f32 (tiles = gridDim.x; gridDim.y blocks of parts_per_block parts a tile).
+// counters: [tiles], zero on entry and on exit. out: [cols] f32, += the column sums. The grid
+// covers tiles first_tile, first_tile + 1, ... (more tiles than counters take several launches).
 template <typename T, int VEC>
 __global__ void __launch_bounds__(column_sums::kThreads)
     column_sums_kernel(const T* __restrict__ matrix, int64_t rows, int64_t cols,
-                       int64_t rows_per_part, int64_t first_tile, float* __restrict__ partials,
+                       int64_t rows_per_part, int64_t parts, int64_t parts_per_block,
+                       int64_t first_tile, float* __restrict__ partials,
                        unsigned* __restrict__ counters, float* __restrict__ out) {
   using L = column_sums::Layout<VEC>;
   constexpr int kRowUnroll = column_sums::kRowUnroll;
+  __shared__ column_sums::TileShared<VEC> shared;
   const int x = threadIdx.x, y = threadIdx.y;
   const int64_t tile_col = (first_tile + blockIdx.x) * L::kTileCols;
   const int64_t col = tile_col + x * VEC;  // the first of this thread's VEC columns
-
-  float acc[VEC] = {};
-  if (col < cols) {  // with VEC > 1, cols % VEC == 0: all VEC columns are in range, or none
-    const int64_t end = min(rows, (blockIdx.y + 1) * rows_per_part);
-    int64_t r = blockIdx.y * rows_per_part + y;
-    // kRowUnroll independent loads in flight, then added in row order.
-    for (; r + (kRowUnroll - 1) * L::kLanesY < end; r += kRowUnroll * L::kLanesY) {
-      Pack<T, VEC> v[kRowUnroll];
+  const int64_t first_part = blockIdx.y * parts_per_block;
+  const int64_t end_part = min(parts, first_part + parts_per_block);
+  for (int64_t part = first_part; part < end_part; ++part) {
+    float acc[VEC] = {};
+    if (col < cols) {  // with VEC > 1, cols % VEC == 0: all VEC columns are in range, or none
+      const int64_t end = min(rows, (part + 1) * rows_per_part);
+      int64_t r = part * rows_per_part + y;
+      // kRowUnroll independent loads in flight, then added in row order.
+      for (; r + (kRowUnroll - 1) * L::kLanesY < end; r += kRowUnroll * L::kLanesY) {
+        Pack<T, VEC> v[kRowUnroll];
 #pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u)
-        v[u] = *reinterpret_cast<const Pack<T, VEC>*>(matrix + (r + u * L::kLanesY) * cols + col);
+        for (int u = 0; u < kRowUnroll; ++u)
+          v[u] = *reinterpret_cast<const Pack<T, VEC>*>(matrix + (r + u * L::kLanesY) * cols + col);
 #pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u)
+        for (int u = 0; u < kRowUnroll; ++u)
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) acc[i] += to_float(v[u].v[i]);
+          for (int i = 0; i < VEC; ++i) acc[i] += to_float(v[u].v[i]);
+      }
+      for (; r < end; r += L::kLanesY) add_row<T, VEC>(matrix + r * cols + col, acc);
     }
-    for (; r < end; r += L::kLanesY) add_row<T, VEC>(matrix + r * cols + col, acc);
+    column_sums::store_part_sums<VEC>(shared, acc, part, parts, tile_col, cols, partials, out);
   }
-  column_sums::add_tile_sums<VEC>(acc, tile_col, cols, partials, counters, out);
+  column_sums::finish_tile<VEC>(shared, parts, tile_col, cols, partials, counters, out);
 }
 
 template <typename T, int VEC>
@@ -120,8 +126,8 @@ void launch_column_sums(const Tensor& matrix, float* out, cudaStream_t stream) {
   for (int64_t first = 0; first < grid.tiles; first += grid.tiles_per_launch) {
     column_sums_kernel<T, VEC>
         <<<grid.launch_grid(first), dim3(L::kLanesX, L::kLanesY), 0, stream>>>(
-            static_cast<const T*>(matrix.data), rows, cols, grid.rows_per_part, first,
-            grid.partials, grid.counters, out);
+            static_cast<const T*>(matrix.data), rows, cols, grid.rows_per_part, grid.parts,
+            grid.parts_per_block, first, grid.partials, grid.counters, out);
     CUDA_CHECK_LAUNCH();
   }
 }
