@@ -21,10 +21,13 @@
 namespace nmt {
 
 // What a training step's launches depend on besides device memory: the batch's shape (grids,
-// cuBLAS products, tensor views) and the two host scalars the loss takes.
+// cuBLAS products, tensor views), the two host scalars the loss takes, and the dropout keys' seed
+// and whether dropout is on (StepContext; the step itself is read from device memory).
 struct TrainStepKey {
   int64_t sentences = 0, src_len = 0, tgt_len = 0;
   float loss_scale = 1.0f, label_smoothing = 0.0f;
+  uint64_t seed = 0;
+  bool training = true;
   bool operator==(const TrainStepKey&) const = default;
 };
 

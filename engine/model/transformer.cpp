@@ -230,7 +230,9 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
   auto step = [&] { enqueue_forward_backward(step_ctx, label_smoothing, loss_scale); };
   if (graphs_ && !grad_ready_) {
     cuda::StreamHandoff handoff(graphs_->stream());
-    graphs_->run(TrainStepKey{batch_, src_len_, tgt_len_, loss_scale, label_smoothing}, step);
+    graphs_->run(TrainStepKey{batch_, src_len_, tgt_len_, loss_scale, label_smoothing, ctx.seed,
+                              ctx.training},
+                 step);
   } else {
     if (graphs_) graphs_->count_overlapped();
     step();

@@ -42,7 +42,9 @@ class Transformer {
   // Training: forward, loss, backward. Parameter gradients are accumulated (+=) unnormalised
   // (the loss is a sum over target tokens; the optimizer divides by the global token count).
   // loss_scale multiplies the loss before backward (fp16 loss scaling): the gradients come out
-  // scaled by it, the returned sums do not.
+  // scaled by it, the returned sums do not. A target outside the vocabulary throws
+  // std::invalid_argument when the sums are read, after backward ran (the step enqueues its whole
+  // backward before it reads anything back): zero the gradients before using the model again.
   LossSums forward_backward(const Batch& batch, const StepContext& ctx, float label_smoothing,
                             float loss_scale = 1.0f);
   // Loss only, no gradients (dropout off).

@@ -104,6 +104,15 @@ TEST_CASE("training steps replayed from CUDA graphs give the op-by-op steps' bit
       CHECK(stats->replays == 4);
       CHECK(stats->eager_steps == 2);
       CHECK(stats->overlapped == 1);
+
+      // Another seed is another key: its first step runs op by op, with that seed's masks.
+      eager.zero_grads();
+      graphed.zero_grads();
+      const nmt::StepContext reseeded{4, 300, true};
+      CHECK(graphed.forward_backward(batch_of_shape(0), reseeded, 0.1f).loss ==
+            eager.forward_backward(batch_of_shape(0), reseeded, 0.1f).loss);
+      CHECK(bits_of(graphed.params().grads()) == bits_of(eager.params().grads()));
+      CHECK(stats->eager_steps == 3);
     }
   }
 }
