@@ -33,6 +33,30 @@ void check_backward(const char* op, const Tensor& dy, const Tensor& x, const Ten
   detail::require_disjoint_or_same(op, "dx", dx, "residual", *residual);
 }
 
+// The dropout-bias tail's checks, after check_backward: d_branch [rows, d] and d_branch_bias [d]
+// beside the others, p a dropout rate, and the overlaps the tail forbids. Without a residual dx
+// may be dy itself (in place); with one, check_backward already kept dx apart from dy, and
+// d_branch must stay apart from the residual too.
+void check_branch_tail(const char* op, const Tensor& dy, const Tensor& x, const Tensor* residual,
+                       const Tensor& dx, const Tensor& d_branch, float p,
+                       const Tensor& d_branch_bias) {
+  const int64_t rows = x.dim(0), d = x.dim(1);
+  check_shape(op, "d_branch", d_branch, {rows, d});
+  check_shape(op, "d_branch_bias", d_branch_bias, {d});
+  detail::require_dropout_p(op, p);
+  check_same_device(op, {&dy, &x, &d_branch, &d_branch_bias});
+  if (residual == nullptr) detail::require_disjoint_or_same(op, "dx", dx, "dy", dy);
+  detail::require_disjoint(op, "dx", dx, "x", x);
+  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
+  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
+  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
+  if (residual != nullptr)
+    detail::require_disjoint(op, "d_branch", d_branch, "residual", *residual);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
+}
+
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
@@ -128,19 +152,8 @@ void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Te
                                      const RngKey& key, Tensor& d_branch_bias) {
   constexpr const char* op = "layernorm_backward_dropout_bias";
   check_backward(op, dy, x, gamma, mean, rstd, nullptr, dx, d_gamma, d_beta);
+  check_branch_tail(op, dy, x, nullptr, dx, d_branch, p, d_branch_bias);
   const int64_t rows = x.dim(0), d = x.dim(1);
-  check_shape(op, "d_branch", d_branch, {rows, d});
-  check_shape(op, "d_branch_bias", d_branch_bias, {d});
-  detail::require_dropout_p(op, p);
-  check_same_device(op, {&dy, &x, &d_branch, &d_branch_bias});
-  detail::require_disjoint_or_same(op, "dx", dx, "dy", dy);
-  detail::require_disjoint(op, "dx", dx, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
-  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
   if (detail::call_device({&dy, &x, &gamma, &mean, &rstd, &dx, &d_gamma, &d_beta, &d_branch,
                            &d_branch_bias}) == Device::cuda)
     return cuda::layernorm_backward_dropout_bias(dy, x, gamma, mean, rstd, dx, d_gamma, d_beta,
@@ -171,19 +184,8 @@ void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, cons
   constexpr const char* op = "layernorm_backward_add_dropout_bias";
   // Shapes, devices, dx apart from dy, dx the residual or apart from it (layernorm_backward_add's).
   check_backward(op, dy, x, gamma, mean, rstd, &residual, dx, d_gamma, d_beta);
+  check_branch_tail(op, dy, x, &residual, dx, d_branch, p, d_branch_bias);
   const int64_t rows = x.dim(0), d = x.dim(1);
-  check_shape(op, "d_branch", d_branch, {rows, d});
-  check_shape(op, "d_branch_bias", d_branch_bias, {d});
-  detail::require_dropout_p(op, p);
-  check_same_device(op, {&dy, &x, &d_branch, &d_branch_bias});
-  detail::require_disjoint(op, "dx", dx, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
-  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
-  detail::require_disjoint(op, "d_branch", d_branch, "residual", residual);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
   if (detail::call_device({&dy, &x, &gamma, &mean, &rstd, &residual, &dx, &d_gamma, &d_beta,
                            &d_branch, &d_branch_bias}) == Device::cuda)
     return cuda::layernorm_backward_add_dropout_bias(

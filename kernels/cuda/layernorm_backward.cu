@@ -472,6 +472,32 @@ void check_backward(const char* op, const Tensor& dy, const Tensor& x, const Ten
   detail::require_disjoint_or_same(op, "dx", dx, "residual", *residual);
 }
 
+// The dropout-bias tail's checks, after check_backward: d_branch [rows, d] in x's dtype and
+// d_branch_bias [d] f32 on the GPU, p a dropout rate, and the overlaps the tail forbids. Without a
+// residual dx may be dy itself (in place); with one, check_backward already kept dx apart from dy,
+// and d_branch must stay apart from the residual too.
+void check_branch_tail(const char* op, const Tensor& dy, const Tensor& x, const Tensor* residual,
+                       const Tensor& dx, const Tensor& d_branch, float p,
+                       const Tensor& d_branch_bias) {
+  const int64_t rows = x.dim(0), d = x.dim(1);
+  check_shape(op, "d_branch", d_branch, {rows, d});
+  detail::require_same_dtype(op, "d_branch", d_branch, "x", x);
+  check_shape(op, "d_branch_bias", d_branch_bias, {d});
+  detail::require_dtype(op, "d_branch_bias", d_branch_bias, DType::f32);
+  detail::require_dropout_p(op, p);
+  detail::require_on_gpu(op, {{"d_branch", &d_branch}, {"d_branch_bias", &d_branch_bias}});
+  if (residual == nullptr) detail::require_disjoint_or_same(op, "dx", dx, "dy", dy);
+  detail::require_disjoint(op, "dx", dx, "x", x);
+  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
+  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
+  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
+  if (residual != nullptr)
+    detail::require_disjoint(op, "d_branch", d_branch, "residual", *residual);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
+  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
+}
+
 // The tails' tensors: residual for BackwardTail::add_residual; d_branch, p, key and d_branch_bias
 // for BackwardTail::dropout_bias; all of them for BackwardTail::add_residual_dropout_bias
 // (kernels/cuda/layernorm.h). Empty where the tail has none.
@@ -591,21 +617,7 @@ void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Te
                                      const RngKey& key, Tensor& d_branch_bias) {
   constexpr const char* op = "layernorm_backward_dropout_bias";
   check_backward(op, dy, x, gamma, mean, rstd, nullptr, dx, d_gamma, d_beta);
-  const int64_t rows = x.dim(0), d = x.dim(1);
-  check_shape(op, "d_branch", d_branch, {rows, d});
-  detail::require_same_dtype(op, "d_branch", d_branch, "x", x);
-  check_shape(op, "d_branch_bias", d_branch_bias, {d});
-  detail::require_dtype(op, "d_branch_bias", d_branch_bias, DType::f32);
-  detail::require_dropout_p(op, p);
-  detail::require_on_gpu(op, {{"d_branch", &d_branch}, {"d_branch_bias", &d_branch_bias}});
-  detail::require_disjoint_or_same(op, "dx", dx, "dy", dy);
-  detail::require_disjoint(op, "dx", dx, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
-  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
+  check_branch_tail(op, dy, x, nullptr, dx, d_branch, p, d_branch_bias);
   TailTensors tail;
   tail.d_branch = d_branch;
   tail.p = p;
@@ -628,21 +640,7 @@ void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, cons
   constexpr const char* op = "layernorm_backward_add_dropout_bias";
   // layernorm_backward_add's checks (dx apart from dy; the residual itself or apart from it).
   check_backward(op, dy, x, gamma, mean, rstd, &residual, dx, d_gamma, d_beta);
-  const int64_t rows = x.dim(0), d = x.dim(1);
-  check_shape(op, "d_branch", d_branch, {rows, d});
-  detail::require_same_dtype(op, "d_branch", d_branch, "x", x);
-  check_shape(op, "d_branch_bias", d_branch_bias, {d});
-  detail::require_dtype(op, "d_branch_bias", d_branch_bias, DType::f32);
-  detail::require_dropout_p(op, p);
-  detail::require_on_gpu(op, {{"d_branch", &d_branch}, {"d_branch_bias", &d_branch_bias}});
-  detail::require_disjoint(op, "dx", dx, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
-  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
-  detail::require_disjoint(op, "d_branch", d_branch, "residual", residual);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
+  check_branch_tail(op, dy, x, &residual, dx, d_branch, p, d_branch_bias);
   TailTensors tail;
   tail.residual = residual;
   tail.d_branch = d_branch;
