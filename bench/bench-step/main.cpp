@@ -95,15 +95,10 @@ void write_json_atomically(const std::string& path, const nlohmann::json& j) {
   std::filesystem::rename(tmp, path);
 }
 
-// "off", or what the step's CUDA graphs did: "on: 59 replays, 1 op by op, 1 capture of 431 nodes".
+// "off", or what the step's CUDA graphs did ("on: 49 replayed, 1 op by op, 1 captures of ...").
 std::string graphs_line(const nmt::Transformer& model) {
   const nmt::TrainGraphStats* g = model.train_graph_stats();
-  if (g == nullptr) return "off";
-  std::string line = "on: " + std::to_string(g->replays) + " replays, " +
-                     std::to_string(g->eager_steps) + " op by op, " + std::to_string(g->captures) +
-                     " captures of " + std::to_string(g->graph_nodes) + " nodes";
-  if (!g->failure.empty()) line += "; given up: " + g->failure;
-  return line;
+  return g == nullptr ? "off" : "on: " + nmt::describe(*g);
 }
 
 int run(const Options& o) {

@@ -30,16 +30,15 @@ void TrainGraphs::forget_graphs_if_scratch_moved() {
 }
 
 void TrainGraphs::run(const TrainStepKey& key, const std::function<void()>& step) {
-  if (!stats_.failure.empty()) {
+  auto op_by_op = [&] {
     step();
     ++stats_.eager_steps;
-    return;
-  }
+  };
+  if (!stats_.failure.empty()) return op_by_op();
   forget_graphs_if_scratch_moved();  // grown by the last op-by-op step
   Entry* entry = find(key);
   if (entry == nullptr) {
-    step();
-    ++stats_.eager_steps;
+    op_by_op();
     entries_.push_front(Entry{key, cuda::CapturedGraph()});
     if (entries_.size() > kMaxGraphs) {
       entries_.pop_back();
@@ -57,15 +56,25 @@ void TrainGraphs::run(const TrainStepKey& key, const std::function<void()>& step
       // Something in the step cannot be captured: train on without graphs rather than fail.
       stats_.failure = e.what();
       entries_.clear();
-      step();
-      ++stats_.eager_steps;
-      return;
+      return op_by_op();
     }
     ++stats_.captures;
     stats_.graph_nodes = entry->graph.nodes();
   }
   entry->graph.launch(stream_->get());
   ++stats_.replays;
+}
+
+std::string describe(const TrainGraphStats& g) {
+  std::string line = std::to_string(g.replays) + " replayed, " + std::to_string(g.eager_steps) +
+                     " op by op, " + std::to_string(g.captures) + " captures of " +
+                     std::to_string(g.graph_nodes) + " nodes";
+  if (g.overlapped > 0)
+    line += ", " + std::to_string(g.overlapped) +
+            " op by op because the gradient exchange overlapped backward (dist.overlap)";
+  if (g.evictions > 0) line += ", " + std::to_string(g.evictions) + " graphs evicted";
+  if (!g.failure.empty()) line += "; given up: " + g.failure;
+  return line;
 }
 
 }  // namespace nmt

@@ -41,6 +41,10 @@ struct TrainGraphStats {
   std::string failure;      // why graphs were given up (a capture failed), or empty
 };
 
+// One line of what the graphs did: "N replayed, M op by op, K captures of X nodes", with the
+// overlapped steps, evictions and a failure when there were any (bench-step's and nmt-train's).
+std::string describe(const TrainGraphStats& stats);
+
 class TrainGraphs {
  public:
   // Graphs kept, the least recently used dropped first: a graph of a base step holds ~430 nodes

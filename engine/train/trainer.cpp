@@ -97,21 +97,6 @@ void check_checkpoint_dir_writable(const std::string& dir) {
     throw CheckpointError("checkpoint.dir: " + dir + " is not writable: " + std::strerror(errno));
 }
 
-// The end-of-run line about train.cuda_graphs: what ran from graphs, or why graphs were given up.
-std::string train_graphs_line(const TrainGraphStats& g) {
-  std::string line = "cuda graphs: " + std::to_string(g.replays) +
-                     " forward-backward passes "
-                     "replayed, " +
-                     std::to_string(g.eager_steps) + " op by op, " + std::to_string(g.captures) +
-                     " captures";
-  if (g.overlapped > 0)
-    line += ", " + std::to_string(g.overlapped) +
-            " op by op because the gradient exchange overlapped backward (dist.overlap)";
-  if (g.evictions > 0) line += ", " + std::to_string(g.evictions) + " graphs evicted";
-  if (!g.failure.empty()) line += "; given up: " + g.failure;
-  return line;
-}
-
 // Everything the loop carries from step to step that a checkpoint must bring back (besides the
 // tensors and the data position).
 struct LoopState {
@@ -580,7 +565,7 @@ void TrainingRun::finish(const std::string& stop_reason) {
                            std::to_string(state_.evals_since_best) + " evaluations since step " +
                            std::to_string(state_.best->step));
   if (const TrainGraphStats* graphs = model_->train_graph_stats())
-    reporter_->log_message(train_graphs_line(*graphs));
+    reporter_->log_message("cuda graphs (forward and backward): " + describe(*graphs));
   char line[160];
   std::snprintf(line, sizeof line, "done: %lld steps in %.1f s",
                 static_cast<long long>(state_.step), summary_.wall_seconds);
