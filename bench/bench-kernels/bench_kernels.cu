@@ -2,8 +2,9 @@
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
 // Usage: bench-kernels [--runs N] [--verbose]
 //                      [--only attention-fused|column-sums|bias-grad-tails|residual-layernorm|
-//                              layernorm-backward|gemm-algos]
-// gemm-algos runs only when named: it times every cuBLASLt algorithm of each training-step product.
+//                              layernorm-backward|gemm-algos|wgrad]
+// gemm-algos and wgrad run only when named: gemm-algos times every cuBLASLt algorithm of each
+// training-step product, wgrad the weight gradients with split-k and beside their dX product.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "bench/bench-kernels/bench_gemm_algos.h"
 #include "bench/bench-kernels/bench_residual_layernorm.h"
 #include "bench/bench-kernels/bench_timer.h"
+#include "bench/bench-kernels/bench_wgrad.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cross_entropy.h"
@@ -244,9 +246,10 @@ int main(int argc, char** argv) {
   const char* usage =
       "usage: bench-kernels [--runs N] [--verbose] [--only "
       "attention-fused|column-sums|bias-grad-tails|residual-layernorm|layernorm-backward|"
-      "gemm-algos]\n"
+      "gemm-algos|wgrad]\n"
       "  gemm-algos (only with --only): every cuBLASLt algorithm the heuristic offers for each\n"
-      "  product of a base training step; --verbose prints one line per algorithm\n";
+      "  product of a base training step; --verbose prints one line per algorithm\n"
+      "  wgrad (only with --only): the weight gradients with split-k, and beside their dX\n";
   int runs = 30;
   bool verbose = false;
   std::string only;
@@ -261,7 +264,8 @@ int main(int argc, char** argv) {
                 std::strcmp(argv[i + 1], "bias-grad-tails") == 0 ||
                 std::strcmp(argv[i + 1], "residual-layernorm") == 0 ||
                 std::strcmp(argv[i + 1], "layernorm-backward") == 0 ||
-                std::strcmp(argv[i + 1], "gemm-algos") == 0)) {
+                std::strcmp(argv[i + 1], "gemm-algos") == 0 ||
+                std::strcmp(argv[i + 1], "wgrad") == 0)) {
       only = argv[++i];
     } else {
       std::fprintf(stderr, "%s", usage);
@@ -300,6 +304,10 @@ int main(int argc, char** argv) {
     }
     if (only == "gemm-algos") {
       bench_gemm_algos(timer, verbose);
+      return 0;
+    }
+    if (only == "wgrad") {
+      bench_wgrad(timer);
       return 0;
     }
     bench_layernorm(timer);

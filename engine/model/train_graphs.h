@@ -76,12 +76,14 @@ class TrainGraphs {
 
   // The entry of `key`, moved to the front (most recently used), or nullptr.
   Entry* find(const TrainStepKey& key);
-  // Graphs captured with the stream's old scratch address are dropped once the scratch has grown.
+  // Graphs captured with the old scratch address of the stream (or of its side stream, which runs
+  // the weight gradients) are dropped once that scratch has grown.
   void forget_graphs_if_scratch_moved();
 
   std::unique_ptr<cuda::OwnedStream> stream_;
   std::list<Entry> entries_;  // at most kMaxGraphs, most recently used first
   const void* scratch_address_ = nullptr;
+  const void* side_scratch_address_ = nullptr;
   TrainGraphStats stats_;
 };
 

@@ -20,6 +20,7 @@
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/env_switch.h"
 #include "kernels/op_checks.h"
 
 namespace nmt::cuda {
@@ -79,6 +80,70 @@ void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tens
   linear_forward_epilogue("linear_relu_forward", x, w, b, y, true);
 }
 
+namespace {
+
+// dx = dy w (or +=, add_dx): dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows).
+void input_grad_product(const Tensor& dy, const Tensor& w, Tensor& dx, bool add_dx,
+                        cudaStream_t stream) {
+  const int64_t rows = dy.dim(0), out = w.dim(0), in = w.dim(1);
+  if (out == 0) {
+    if (!add_dx) CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), stream));
+    return;
+  }
+  LtMatmul g;
+  g.m = in;
+  g.n = rows;
+  g.k = out;
+  g.lda = in;
+  g.ldb = out;
+  g.ldc = in;
+  g.ab_type = w.dtype;
+  g.c_type = dx.dtype;
+  g.accumulate = add_dx;  // dx += dy W, summed in f32 with dx's old value, rounded once
+  lt_matmul(g, w.data, dy.data, dx.data, nullptr, 1.0f, stream);
+}
+
+// dw += dyᵀ x (f32), and db += the column sums of dy when db is not empty; on `stream`, which
+// must be the current stream (add_inplace runs there).
+void weight_and_bias_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db,
+                           cudaStream_t stream) {
+  const int64_t rows = x.dim(0), in = x.dim(1), out = dy.dim(1);
+  LtMatmul g;
+  g.trans_b = CUBLAS_OP_T;
+  g.m = in;
+  g.n = out;
+  g.k = rows;
+  g.lda = in;
+  g.ldb = out;
+  g.ldc = in;
+  g.ab_type = x.dtype;
+  g.c_type = DType::f32;
+  g.accumulate = true;
+  if (!db.empty()) {
+    auto* db_step =
+        static_cast<float*>(stream_resources(stream).scratch(static_cast<size_t>(out) * 4));
+    if (lt_matmul_bias_grad(g, x.data, dy.data, dw.data, db_step, 1.0f, stream)) {
+      const Tensor step_sums(db_step, DType::f32, Device::cuda, {out});
+      add_inplace(db, step_sums);
+      return;
+    }
+  }
+  lt_matmul(g, x.data, dy.data, dw.data, nullptr, 1.0f, stream);
+  if (!db.empty()) accumulate_column_sums(dy, static_cast<float*>(db.data), stream);
+}
+
+EnvSwitch weight_grad_stream_switch("NMT_WEIGHT_GRAD_STREAM", /*default_on=*/true);
+
+}  // namespace
+
+void set_weight_grad_stream(bool on) {
+  weight_grad_stream_switch.set(on);
+}
+
+bool weight_grad_stream() {
+  return weight_grad_stream_switch.get();
+}
+
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                      Tensor& db, bool add_dx) {
   constexpr const char* op = "linear_backward";
@@ -106,49 +171,30 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
   detail::require_optional_on_gpu(op, {{"dx", &dx}, {"dw", &dw}, {"db", &db}});
   if (rows == 0) return;
   cudaStream_t stream = current_stream();
-  if (!dx.empty() && in > 0) {
-    if (out == 0) {
-      if (!add_dx) CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), stream));
-    } else {
-      LtMatmul g;
-      g.m = in;
-      g.n = rows;
-      g.k = out;
-      g.lda = in;
-      g.ldb = out;
-      g.ldc = in;
-      g.ab_type = x.dtype;
-      g.c_type = dx.dtype;
-      g.accumulate = add_dx;  // dx += dy W, summed in f32 with dx's old value, rounded once
-      lt_matmul(g, w.data, dy.data, dx.data, nullptr, 1.0f, stream);
+  const bool weight_grads = !dw.empty() && in > 0 && out > 0;
+  const bool input_grad = !dx.empty() && in > 0;
+  // Both products at once: the weight gradient (and the bias's column sums) on the stream's side
+  // stream, the input gradient here. Neither writes what the other reads (dx aliases none of dy, x,
+  // w; dw and db are only the side's), and this stream waits for the side before it goes on, so to
+  // the caller the op is ordered as before and its bits are the same.
+  const bool beside = weight_grads && input_grad && weight_grad_stream();
+  if (beside) {
+    OwnedStream& side = stream_resources(stream).side_stream();
+    side.wait_for(stream);
+    {
+      StreamScope on_side(side.get());
+      weight_and_bias_grads(dy, x, dw, db, side.get());
     }
+    input_grad_product(dy, w, dx, add_dx, stream);
+    side.make_wait(stream);
+    return;
   }
-  bool db_done = false;
-  if (!dw.empty() && in > 0 && out > 0) {
-    LtMatmul g;
-    g.trans_b = CUBLAS_OP_T;
-    g.m = in;
-    g.n = out;
-    g.k = rows;
-    g.lda = in;
-    g.ldb = out;
-    g.ldc = in;
-    g.ab_type = x.dtype;
-    g.c_type = DType::f32;
-    g.accumulate = true;
-    if (!db.empty()) {
-      auto* db_step =
-          static_cast<float*>(stream_resources(stream).scratch(static_cast<size_t>(out) * 4));
-      db_done = lt_matmul_bias_grad(g, x.data, dy.data, dw.data, db_step, 1.0f, stream);
-      if (db_done) {
-        const Tensor step_sums(db_step, DType::f32, Device::cuda, {out});
-        add_inplace(db, step_sums);
-      }
-    }
-    if (!db_done) lt_matmul(g, x.data, dy.data, dw.data, nullptr, 1.0f, stream);
-  }
-  if (!db.empty() && out > 0 && !db_done)
+  if (input_grad) input_grad_product(dy, w, dx, add_dx, stream);
+  if (weight_grads) {
+    weight_and_bias_grads(dy, x, dw, db, stream);
+  } else if (!db.empty() && out > 0) {
     accumulate_column_sums(dy, static_cast<float*>(db.data), stream);
+  }
 }
 
 }  // namespace nmt::cuda

@@ -8,11 +8,15 @@
 #include <utility>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/stream.h"
 
 namespace nmt::cuda {
 
 StreamResources::~StreamResources() {
-  // At process exit the runtime may already be gone; errors here are deliberately ignored.
+  // The side stream first: its work may read this stream's scratch, and its destructor waits for
+  // that work. At process exit the runtime may already be gone; errors here are deliberately
+  // ignored.
+  side_.reset();
   if (scratch_) cudaFree(scratch_);
   if (counters_) cudaFree(counters_);
   if (blas_workspace_) cudaFree(blas_workspace_);
@@ -44,6 +48,15 @@ unsigned* StreamResources::zeroed_counters() {
 void* StreamResources::blas_workspace() {
   if (!blas_workspace_) CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes));
   return blas_workspace_;
+}
+
+OwnedStream& StreamResources::side_stream() {
+  if (!side_) side_ = std::make_unique<OwnedStream>();
+  return *side_;
+}
+
+const void* StreamResources::side_scratch_address() const {
+  return side_ ? stream_resources(side_->get()).scratch_address() : nullptr;
 }
 
 void* StreamResources::host_result(size_t bytes) {
@@ -107,7 +120,12 @@ void release_stream_resources(cudaStream_t stream) {
   ResourceMap* resources = thread_resources();
   int device = 0;
   if (resources == nullptr || cudaGetDevice(&device) != cudaSuccess) return;
-  resources->erase({device, stream});
+  auto found = resources->find({device, stream});
+  if (found == resources->end()) return;
+  // Out of the map before it is destroyed: destroying it releases its side stream's resources,
+  // another erase of this map, which must not run inside this one.
+  std::unique_ptr<StreamResources> released = std::move(found->second);
+  resources->erase(found);
 }
 
 }  // namespace nmt::cuda

@@ -6,8 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <memory>
 
 namespace nmt::cuda {
+
+class OwnedStream;  // kernels/cuda/stream.h
 
 // The cuBLASLt / cuBLAS workspace of each stream (NVIDIA recommends 32 MiB on Hopper).
 constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
@@ -43,6 +46,16 @@ class StreamResources {
   // must not be launched once the scratch has grown elsewhere.
   const void* scratch_address() const { return scratch_; }
 
+  // A second stream on this device, created on first use, for work that may run beside this
+  // stream's (linear_backward's weight gradients, kernels/cuda/linear.cpp); ordered against this
+  // stream only through its events (OwnedStream::wait_for / make_wait). It has resources of its own
+  // (scratch, cuBLAS workspace), so the two never share a buffer. Create it outside a graph capture
+  // (the uncaptured step before one does).
+  OwnedStream& side_stream();
+  // Where the side stream's scratch lies now (nullptr before its first use): a graph that captured
+  // work on it is stale once it moves, as for scratch_address().
+  const void* side_scratch_address() const;
+
   cudaStream_t stream = nullptr;
 
  private:
@@ -52,6 +65,7 @@ class StreamResources {
   void* blas_workspace_ = nullptr;
   void* host_result_ = nullptr;
   size_t host_result_bytes_ = 0;
+  std::unique_ptr<OwnedStream> side_;
 };
 
 // The resources of `stream` on the current device, for the calling thread.

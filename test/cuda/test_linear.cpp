@@ -1,11 +1,16 @@
 // CUDA linear layer (cuBLASLt) against the CPU reference: forward with and without bias, dx, and
 // accumulating fp32 dW / db, at odd sizes; db through the dW product's bias-gradient epilogue and
-// through the column-sum fallback, over two micro-batches, and bit-identical on a rerun.
+// through the column-sum fallback, over two micro-batches, and bit-identical on a rerun; the weight
+// gradient on the side stream the same bits as on one stream, op by op and captured.
 #include <utility>
 #include <vector>
 
 #include "kernels/cuda/blas.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/graph.h"
 #include "kernels/cuda/linear.h"
+#include "kernels/cuda/stream.h"
 #include "kernels/linear.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"
@@ -179,6 +184,89 @@ TEST_CASE("cuda linear backward accumulates db over micro-batches, the same bits
         }
       }
     }
+}
+
+TEST_CASE("cuda linear backward: the weight gradient beside the input gradient, the same bits",
+          "[cuda][linear]") {
+  // dW and db run on the side stream, dx here; the caller's stream must see them done when the
+  // call returns: a kernel enqueued right after it reads dw and db (copied into zeroed buffers),
+  // op by op on the legacy stream, on a stream of its own, and inside a captured graph.
+  struct Case {
+    int64_t rows, in, out;
+  };
+  const Case cases[] = {{2049, 512, 512}, {301, 96, 40}, {1000, 512, 2048}};
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (const Case& c : cases) {
+      const int64_t rows = c.rows, in = c.in, out = c.out;
+      INFO("dtype " << dtype_name(dtype) << " rows " << rows << " in " << in << " out " << out);
+      const uint64_t seed = static_cast<uint64_t>(rows * 3 + in * 11 + out);
+      const std::vector<float> x = random_floats(rows * in, seed),
+                               w = random_floats(out * in, seed + 1),
+                               dy = random_floats(rows * out, seed + 2),
+                               residual = random_floats(rows * in, seed + 3),
+                               dw_init = random_floats(out * in, seed + 4),
+                               db_init = random_floats(out, seed + 5);
+      const std::vector<float> zeros_w(out * in, 0.0f), zeros_b(out, 0.0f);
+      GpuTensor gx = upload(x, {rows, in}, dtype), gw = upload(w, {out, in}, dtype),
+                gdy = upload(dy, {rows, out}, dtype);
+      struct Result {
+        std::vector<float> dx, dw, db, dw_seen, db_seen;
+      };
+      struct Buffers {
+        GpuTensor dx, dw, db, dw_seen, db_seen;
+      };
+      auto fresh = [&] {
+        return Buffers{upload(residual, {rows, in}, dtype), upload(dw_init, {out, in}, DType::f32),
+                       upload(db_init, {out}, DType::f32), upload(zeros_w, {out, in}, DType::f32),
+                       upload(zeros_b, {out}, DType::f32)};
+      };
+      auto enqueue = [&](Buffers& b) {
+        cuda::linear_backward(gdy.view, gx.view, gw.view, b.dx.view, b.dw.view, b.db.view,
+                              /*add_dx=*/true);
+        cuda::add_inplace(b.dw_seen.view, b.dw.view);  // on the caller's stream, right after
+        cuda::add_inplace(b.db_seen.view, b.db.view);
+      };
+      auto read = [](Buffers& b) {
+        return Result{download(b.dx.view), download(b.dw.view), download(b.db.view),
+                      download(b.dw_seen.view), download(b.db_seen.view)};
+      };
+      auto same = [](const std::string& what, const Result& a, const Result& b) {
+        INFO(what);
+        check_identical("dx", a.dx, b.dx);
+        check_identical("dw", a.dw, b.dw);
+        check_identical("db", a.db, b.db);
+        check_identical("dw seen after the call", a.dw_seen, b.dw_seen);
+        check_identical("db seen after the call", a.db_seen, b.db_seen);
+      };
+
+      cuda::set_weight_grad_stream(false);
+      Buffers one = fresh();
+      enqueue(one);
+      const Result reference = read(one);
+      check_identical("dw seen after the call, one stream", reference.dw_seen, reference.dw);
+
+      cuda::set_weight_grad_stream(true);
+      Buffers legacy = fresh();
+      enqueue(legacy);
+      same("side stream, legacy caller", reference, read(legacy));
+
+      cuda::OwnedStream stream;
+      Buffers owned = fresh();
+      {
+        cuda::StreamScope scope(stream.get());
+        enqueue(owned);
+      }
+      CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+      same("side stream, owned caller", reference, read(owned));
+
+      Buffers captured = fresh();
+      const cuda::CapturedGraph graph =
+          cuda::CapturedGraph::capture(stream.get(), [&] { enqueue(captured); });
+      graph.launch(stream.get());
+      CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+      same("side stream, captured and replayed", reference, read(captured));
+    }
+  cuda::set_weight_grad_stream(true);
 }
 
 }  // namespace nmt::test
