@@ -59,9 +59,27 @@ bool fused_attention_supported(Device device, DType dtype, int64_t head_dim) {
   return cuda::fused_attention_supported(dtype, head_dim);
 }
 
-void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
+int64_t fused_attention_keep_bits_words(const AttentionShape& shape) {
+  return shape.batch * shape.heads * shape.q_len * 2;
+}
+
+namespace {
+
+// keep_bits: empty, or the i32 words of fused_attention_keep_bits_words on `device`.
+void check_keep_bits(const char* op, const Tensor& keep_bits, const AttentionShape& shape,
+                     Device device) {
+  if (keep_bits.empty()) return;
+  check_shape(op, "keep_bits", keep_bits, {fused_attention_keep_bits_words(shape)});
+  detail::require_dtype(op, "keep_bits", keep_bits, DType::i32);
+  if (keep_bits.device != device)
+    throw std::invalid_argument(std::string(op) + ": keep_bits must be on the device of q");
+}
+
+}  // namespace
+
+bool fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
                              Tensor& lse, const AttentionShape& shape, float dropout_p,
-                             const RngKey& key) {
+                             const RngKey& key, const Tensor& keep_bits) {
   constexpr const char* op = "fused_attention_forward";
   detail::check_attention_shape(op, shape, dropout_p);
   const DType dtype = in.q.dtype;
@@ -73,20 +91,24 @@ void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
   check_shape(op, "lse", lse, {shape.batch, shape.heads, shape.q_len});
   detail::require_dtype(op, "lse", lse, DType::f32);
   check_same_device(op, {&in.q, &in.k, &in.v, &kv_lengths, &out, &lse});
-  if (shape.batch == 0) return;  // nothing to write
+  check_keep_bits(op, keep_bits, shape, in.q.device);
+  if (shape.batch == 0) return false;  // nothing to write
   const Device device = detail::call_device({&in.q, &in.k, &in.v, &kv_lengths, &out, &lse});
   require_supported(op, device, dtype, shape.head_dim);
   if (device == Device::cuda)
-    return cuda::fused_attention_forward(in, kv_lengths, out, lse, shape, dropout_p, key);
+    return cuda::fused_attention_forward(in, kv_lengths, out, lse, shape, dropout_p, key,
+                                         keep_bits);
   cpu::fused_attention_forward(
       cpu_columns(op, "q", in.q, in.q_col), cpu_columns(op, "k", in.k, in.k_col),
       cpu_columns(op, "v", in.v, in.v_col), detail::cpu_i32(op, "kv_lengths", kv_lengths),
       detail::cpu_f32(op, "out", out), detail::cpu_f32(op, "lse", lse), shape, dropout_p, key);
+  return false;  // the CPU reference draws the decisions again in backward
 }
 
 void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
                               const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
-                              const AttentionShape& shape, float dropout_p, const RngKey& key) {
+                              const AttentionShape& shape, float dropout_p, const RngKey& key,
+                              const Tensor& keep_bits) {
   constexpr const char* op = "fused_attention_backward";
   detail::check_attention_shape(op, shape, dropout_p);
   const DType dtype = in.q.dtype;
@@ -112,13 +134,14 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
   detail::require_dtype(op, "kv_lengths", kv_lengths, DType::i32);
   check_same_device(
       op, {&d_out, &in.q, &in.k, &in.v, &out, &lse, &kv_lengths, &grads.q, &grads.k, &grads.v});
+  check_keep_bits(op, keep_bits, shape, in.q.device);
   if (shape.batch == 0) return;
   const Device device = detail::call_device(
       {&d_out, &in.q, &in.k, &in.v, &out, &lse, &kv_lengths, &grads.q, &grads.k, &grads.v});
   require_supported(op, device, dtype, shape.head_dim);
   if (device == Device::cuda)
     return cuda::fused_attention_backward(d_out, in, out, lse, kv_lengths, grads, shape, dropout_p,
-                                          key);
+                                          key, keep_bits);
   cpu::fused_attention_backward(
       detail::cpu_f32(op, "d_out", d_out), cpu_columns(op, "q", in.q, in.q_col),
       cpu_columns(op, "k", in.k, in.k_col), cpu_columns(op, "v", in.v, in.v_col),

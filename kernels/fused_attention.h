@@ -13,7 +13,8 @@
 // Backward recomputes the probabilities from q, k and lse. On CUDA it is deterministic without
 // atomics: delta = rowsum(d_out * out), then one block per key tile sums dK, dV over the query
 // tiles and one block per query tile sums dQ over the key tiles (recomputing P and dP a second
-// time); when kv_len <= 64 one launch does all of it (see kernels/cuda/flash_attention/backward.cu).
+// time); when kv_len <= 64 one launch does all of it (see
+// kernels/cuda/flash_attention/backward.cu).
 //
 // Backends: the CPU (f32, any head_dim) is the readable reference built on kernels/cpu/attention.h;
 // CUDA (bf16 / f16, head_dim 64 or 128) runs the tiled tensor-core kernels of
@@ -42,22 +43,34 @@ struct AttentionOperands {
   int64_t q_col = 0, k_col = 0, v_col = 0;
 };
 
+// Dropout's keep decisions saved by forward for backward: two i32 words of bits per query row
+// and head (bit s % 32 of word s / 32 keeps key s), [batch * heads * q_len * 2] in lse's order.
+// Only the CUDA short-sentence kernels use them (q_len and kv_len <= 64, head_dim 64, dropout on):
+// there the backward read them instead of drawing every Philox number again, which cost it about a
+// quarter of its time (docs/perf.md). The number of words:
+int64_t fused_attention_keep_bits_words(const AttentionShape& shape);
+
 // in:         q [batch*q_len, q_width], k/v [batch*kv_len, k_width / v_width], one float dtype
 // kv_lengths: [batch] i32, each in [0, kv_len]
 // out:        [batch*q_len, heads*head_dim] in the dtype of q, written (=)
 // lse:        [batch, heads, q_len] f32, written (=), saved for backward
-void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
+// keep_bits:  empty, or [fused_attention_keep_bits_words(shape)] i32 on q's device
+// Returns true when it also stored the keep decisions in keep_bits (the kernel that reads them
+// ran, with dropout); backward may then be given them.
+bool fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
                              Tensor& lse, const AttentionShape& shape, float dropout_p,
-                             const RngKey& key);
+                             const RngKey& key, const Tensor& keep_bits = Tensor());
 
 // d_out, out: [batch*q_len, heads*head_dim] (out and lse from the forward with the same arguments).
 // grads: dq, dk, dv shaped exactly like in.q, in.k, in.v with the same column offsets (grads.q_col
 // must equal in.q_col, and so on), so one fused [rows, 3*heads*dh] buffer can take all three.
 // Their heads' columns are written (=); other columns are left untouched. Deterministic: no
-// atomics.
+// atomics. keep_bits: empty (the keep decisions are drawn again), or what a forward with the same
+// arguments stored and returned true for; the gradients are the same bits either way.
 void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
                               const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
-                              const AttentionShape& shape, float dropout_p, const RngKey& key);
+                              const AttentionShape& shape, float dropout_p, const RngKey& key,
+                              const Tensor& keep_bits = Tensor());
 
 // Whether the fused op runs for these tensors: on the CPU f32 with any head_dim; on CUDA bf16 or
 // f16 with head_dim 64 or 128. Callers fall back to attention_forward / attention_backward.

@@ -6,10 +6,18 @@
 
 #include "kernels/decode_ops.h"
 #include "kernels/elementwise.h"
+#include "kernels/env_switch.h"
 #include "kernels/fused_attention.h"
 #include "kernels/linear.h"
 
 namespace nmt {
+namespace {
+
+// NMT_ATTENTION_KEEP_BITS=0 draws the attention dropout mask again in backward (for A/B timing;
+// the gradients are the same bits either way).
+EnvSwitch keep_bits_switch("NMT_ATTENTION_KEEP_BITS", /*default_on=*/true);
+
+}  // namespace
 
 AttentionBlock::AttentionBlock(ParamStore& store, const std::string& prefix,
                                const ModelShape& shape, AttentionKind kind, uint32_t dropout_id)
@@ -41,10 +49,14 @@ void AttentionBlock::plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows,
   const Device device = arena.device();
   fused_ = (device == Device::cuda || shape_.cpu_fused_attention) &&
            fused_attention_supported(device, shape_.compute_dtype, d / shape_.heads);
-  if (fused_)
+  if (fused_) {
     lse_ = arena.allocate("attn.lse", DType::f32, max_q_rows * shape_.heads);
-  else
+    // Where the CUDA kernels keep the dropout mask for backward: two words per query and head.
+    if (device == Device::cuda && shape_.attention_dropout > 0 && keep_bits_switch.get())
+      keep_bits_ = arena.allocate("attn.keep_bits", DType::i32, 2 * max_q_rows * shape_.heads);
+  } else {
     probs_ = arena.allocate("attn.probs", DType::f32, max_scores);
+  }
 }
 
 AttentionOperands AttentionBlock::projections(const Buffer& buffer, int64_t q_rows, int64_t kv_rows,
@@ -97,7 +109,10 @@ void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& 
   Tensor c = ctx_.view({q_rows, d});
   if (fused_) {
     Tensor lse = lse_.view({batch, shape_.heads, q_len});
-    fused_attention_forward(p, kv_lengths, c, lse, att_, p_, key_);
+    const Tensor keep_bits = keep_bits_.capacity > 0
+                                 ? keep_bits_.view({fused_attention_keep_bits_words(att_)})
+                                 : Tensor();
+    kept_bits_ = fused_attention_forward(p, kv_lengths, c, lse, att_, p_, key_, keep_bits);
   } else {
     Tensor probs = probs_.view({batch, shape_.heads, q_len, kv_len});
     attention_forward(p.q, p.k, p.v, kv_lengths, c, probs, att_, p_, key_);
@@ -165,7 +180,9 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   AttentionOperands grads = projections(ws.a_proj, q_rows, kv_rows, fused_);
   if (fused_) {
     Tensor lse = lse_.view({att_.batch, att_.heads, att_.q_len});
-    fused_attention_backward(d_ctx, in, c, lse, kv_lengths_, grads, att_, p_, key_);
+    const Tensor keep_bits =
+        kept_bits_ ? keep_bits_.view({fused_attention_keep_bits_words(att_)}) : Tensor();
+    fused_attention_backward(d_ctx, in, c, lse, kv_lengths_, grads, att_, p_, key_, keep_bits);
   } else {
     Tensor probs = probs_.view({att_.batch, att_.heads, att_.q_len, att_.kv_len});
     attention_backward(d_ctx, in.q, in.k, in.v, probs, kv_lengths_, grads.q, grads.k, grads.v, att_,

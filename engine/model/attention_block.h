@@ -100,6 +100,11 @@ class AttentionBlock {
   // training also projects through the joined in_w_ / in_b_).
   Buffer probs_, lse_;
   bool fused_ = false;
+  // The dropout keep bits the CUDA forward stores for backward ([batch * heads * q_len * 2] i32,
+  // kernels/fused_attention.h), planned when attention dropout is on; kept_bits_: this forward
+  // stored them.
+  Buffer keep_bits_;
+  bool kept_bits_ = false;
   // What forward saw, for backward.
   Tensor xq_, xkv_, kv_lengths_;
   AttentionShape att_;

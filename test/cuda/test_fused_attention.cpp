@@ -3,7 +3,8 @@
 // lengths 1..512 that are not multiples of the tile, ragged and empty sentences, causal and cross
 // attention, dropout, head_dim 64 and 128, bf16 and f16, fused-KV, fused-QKV and unaligned
 // layouts.
-// Also: padded keys holding NaN are never read, and backward is bit-for-bit deterministic.
+// Also: padded keys holding NaN are never read, backward is bit-for-bit deterministic, and the
+// dropout keep bits forward stores for backward are the mask, giving the same bits as drawing it.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,9 +13,14 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/check.h"
 #include "kernels/fused_attention.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"
+
+namespace nmt::cuda::flash {
+bool wgmma_kernels_usable();  // kernels/cuda/flash_attention/launch.cuh (a .cuh, not for a .cpp)
+}  // namespace nmt::cuda::flash
 
 namespace nmt::test {
 namespace {
@@ -156,11 +162,14 @@ void check_gradient_close(const std::string& what, DType dtype, const std::vecto
 struct FusedResult {
   std::vector<float> out, lse, dq, dk, dv;
   bool untouched = true;
+  bool kept_bits = false;      // forward stored the keep bits (only asked with keep_bits)
+  std::vector<uint32_t> bits;  // what it stored
 };
 
-// Runs the fused op on the GPU in `dtype` with the operands placed per `layout`.
+// Runs the fused op on the GPU in `dtype` with the operands placed per `layout`; with keep_bits,
+// forward is given a buffer for the dropout keep bits, and backward gets it when forward kept them.
 FusedResult run_fused(const Dense& in, const std::vector<float>& d_out, const Case& c, DType dtype,
-                      float p, Layout layout) {
+                      float p, Layout layout, bool keep_bits = false) {
   const AttentionShape& s = c.shape;
   const Placement at(layout, s);
   std::vector<float> wide_q(at.q_rows * at.q_total, NAN), wide_kv(at.kv_rows * at.kv_total, NAN);
@@ -176,15 +185,23 @@ FusedResult run_fused(const Dense& in, const std::vector<float>& d_out, const Ca
   AttentionOperands operands{q_view, g_kv.view, g_kv.view, at.q_col, at.k_col, at.v_col};
   GpuTensor g_out = gpu_poisoned({at.q_rows, at.width}, dtype),
             g_lse = gpu_poisoned({s.batch, s.heads, s.q_len}, DType::f32);
-  fused_attention_forward(operands, g_len.view, g_out.view, g_lse.view, s, p, kKey);
+  const int64_t words = fused_attention_keep_bits_words(s);
+  GpuTensor g_bits = upload_i32(std::vector<int32_t>(static_cast<size_t>(words), -1), {words});
+  FusedResult r;
+  r.kept_bits = fused_attention_forward(operands, g_len.view, g_out.view, g_lse.view, s, p, kKey,
+                                        keep_bits ? g_bits.view : Tensor());
 
   GpuTensor g_dq = gpu_poisoned({at.q_rows, at.q_total}, dtype),
             g_dkv = gpu_poisoned({at.kv_rows, at.kv_total}, dtype);
   const Tensor& dq_view = at.one_buffer() ? g_dkv.view : g_dq.view;
   AttentionOperands grads{dq_view, g_dkv.view, g_dkv.view, at.q_col, at.k_col, at.v_col};
   fused_attention_backward(g_do.view, operands, g_out.view, g_lse.view, g_len.view, grads, s, p,
-                           kKey);
-  FusedResult r;
+                           kKey, r.kept_bits ? g_bits.view : Tensor());
+  if (r.kept_bits) {
+    r.bits.resize(static_cast<size_t>(words));
+    CUDA_CHECK(
+        cudaMemcpy(r.bits.data(), g_bits.view.data, r.bits.size() * 4, cudaMemcpyDeviceToHost));
+  }
   r.out = download(g_out.view);
   r.lse = download(g_lse.view);
   const std::vector<float> wide_dkv = download(g_dkv.view);
@@ -342,6 +359,58 @@ TEST_CASE("cuda fused attention never reads padded keys, and backward is determi
     check_identical("dq twice", clean.dq, again.dq);
     check_identical("dk twice", clean.dk, again.dk);
     check_identical("dv twice", clean.dv, again.dv);
+  }
+}
+
+TEST_CASE("cuda fused attention keeps the dropout mask for backward: the same bits as drawing it",
+          "[cuda][fused_attention]") {
+  // Where the short-sentence wgmma kernels run (q_len, kv_len <= 64, head_dim 64, 16-byte rows,
+  // dropout on), forward stores the keep bits and backward reads them; elsewhere forward says no.
+  struct BitsCase {
+    Case c;
+    Layout layout;
+    float p;
+    bool kept;
+  };
+  const bool hopper = cuda::flash::wgmma_kernels_usable();
+  const std::vector<BitsCase> all = {
+      {{{100, 37, 45, 8, 64, false}, std::vector<int32_t>(100, 45)}, Layout::fused_kv, 0.2f, true},
+      {{{90, 64, 64, 8, 64, true}, std::vector<int32_t>(90, 64)}, Layout::fused_qkv, 0.3f, true},
+      {{{2, 7, 33, 2, 64, false}, {33, 5}}, Layout::fused_kv, 0.2f, true},
+      {{{3, 1, 1, 1, 64, false}, {1, 0, 1}}, Layout::fused_kv, 0.5f, true},
+      {{{2, 64, 64, 8, 64, true}, {64, 50}}, Layout::fused_qkv, 0.0f, false},  // no dropout
+      {{{2, 64, 64, 8, 64, true}, {64, 50}}, Layout::unaligned, 0.2f, false},  // scalar path
+      {{{2, 65, 65, 2, 64, true}, {65, 20}}, Layout::fused_qkv, 0.2f, false},  // two tiles
+      {{{2, 33, 17, 1, 128, false}, {17, 0}}, Layout::fused_kv, 0.2f, false},  // head_dim 128
+  };
+  for (size_t i = 0; i < all.size(); ++i) {
+    const BitsCase& bc = all[i];
+    const AttentionShape& s = bc.c.shape;
+    INFO("batch " << s.batch << " q_len " << s.q_len << " kv_len " << s.kv_len << " head_dim "
+                  << s.head_dim << " dropout " << bc.p << " layout " << layout_name(bc.layout));
+    const DType dtype = DType::bf16;
+    const Dense in = random_inputs(s, 500 + i, dtype);
+    const std::vector<float> d_out =
+        rounded(random_floats(s.batch * s.q_len * s.heads * s.head_dim, 600 + i), dtype);
+    const FusedResult drawn = run_fused(in, d_out, bc.c, dtype, bc.p, bc.layout);
+    const FusedResult kept = run_fused(in, d_out, bc.c, dtype, bc.p, bc.layout, true);
+    CHECK(kept.kept_bits == (bc.kept && hopper));
+    check_identical("out", kept.out, drawn.out);
+    check_identical("lse", kept.lse, drawn.lse);
+    check_identical("dq", kept.dq, drawn.dq);
+    check_identical("dk", kept.dk, drawn.dk);
+    check_identical("dv", kept.dv, drawn.dv);
+    if (!kept.kept_bits) continue;
+    // Bit s % 32 of word 2 * row + s / 32 is dropout_keep of element (row, s), row = (b * heads
+    // + h) * q_len + t, for every visible position (keys past kv_len are never read).
+    size_t wrong = 0;
+    for (int64_t row = 0; row < s.batch * s.heads * s.q_len; ++row)
+      for (int64_t key = 0; key < s.kv_len; ++key) {
+        const bool bit = (kept.bits[static_cast<size_t>(row * 2 + key / 32)] >> (key % 32)) & 1u;
+        const bool expected = dropout_keep(kKey, static_cast<uint64_t>(row * s.kv_len + key), bc.p);
+        wrong += bit != expected ? 1 : 0;
+      }
+    CHECK(wrong == 0);
   }
 }
 

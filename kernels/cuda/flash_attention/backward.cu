@@ -176,7 +176,8 @@ namespace nmt::cuda {
 
 void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
                               const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
-                              const AttentionShape& shape, float dropout_p, const RngKey& key) {
+                              const AttentionShape& shape, float dropout_p, const RngKey& key,
+                              const Tensor& keep_bits) {
   constexpr const char* op = "fused_attention_backward";
   flash::require_supported(op, in.q.dtype, shape);
   if (shape.batch == 0 || (shape.q_len == 0 && shape.kv_len == 0)) return;
@@ -202,10 +203,14 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
   const int head_dim = static_cast<int>(shape.head_dim);
   // kv_len <= 64: one key tile per (sentence, head), which then also writes dQ and needs no delta.
   if (head_dim == 64 && shape.q_len > 0 && shape.q_len <= flash::kTile && shape.kv_len > 0 &&
-      shape.kv_len <= flash::kTile)
-    return p.vector_io && flash::wgmma_kernels_usable()
-               ? flash::launch_backward_short_wgmma(dtype, p, stream)
-               : flash::launch_backward_short(dtype, p, stream);
+      shape.kv_len <= flash::kTile) {
+    if (!(p.vector_io && flash::wgmma_kernels_usable()))
+      return flash::launch_backward_short(dtype, p, stream);
+    // The forward that stored keep bits ran the short wgmma kernel for these operands too.
+    if (dropout_p > 0.0f && !keep_bits.empty())
+      p.keep_bits = static_cast<uint32_t*>(keep_bits.data);
+    return flash::launch_backward_short_wgmma(dtype, p, stream);
+  }
   const bool fuse_dq = shape.kv_len > 0 && shape.kv_len <= flash::kTile;
   // Long sequences on Hopper: the warpgroup-MMA kernels (they need 16-byte aligned rows).
   const bool use_wgmma = !fuse_dq && p.vector_io && flash::wgmma_kernels_usable();

@@ -206,12 +206,12 @@ bool fused_attention_supported(DType dtype, int64_t head_dim) {
   return (dtype == DType::bf16 || dtype == DType::f16) && (head_dim == 64 || head_dim == 128);
 }
 
-void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
+bool fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
                              Tensor& lse, const AttentionShape& shape, float dropout_p,
-                             const RngKey& key) {
+                             const RngKey& key, const Tensor& keep_bits) {
   constexpr const char* op = "fused_attention_forward";
   flash::require_supported(op, in.q.dtype, shape);
-  if (shape.batch == 0 || shape.q_len == 0) return;
+  if (shape.batch == 0 || shape.q_len == 0) return false;
   flash::Params p = flash::make_params(in, kv_lengths, shape, dropout_p, key);
   p.out = out.data;
   p.out_stride = out.dim(1);
@@ -220,16 +220,25 @@ void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
   cudaStream_t stream = current_stream();
   // Long queries on Hopper: the wgmma kernel (it needs 16-byte rows). The mma.sync kernels below
   // are the fallback everywhere else.
-  if (p.vector_io && shape.q_len > flash::kTile && flash::wgmma_kernels_usable())
-    return flash::launch_forward_wgmma(in.q.dtype, static_cast<int>(shape.head_dim), p, stream);
+  if (p.vector_io && shape.q_len > flash::kTile && flash::wgmma_kernels_usable()) {
+    flash::launch_forward_wgmma(in.q.dtype, static_cast<int>(shape.head_dim), p, stream);
+    return false;
+  }
+  bool kept_bits = false;
   flash::dispatch(in.q.dtype, shape.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int D = decltype(dim_tag)::value;
     // Two 16-row MMA tiles per warp (128-query blocks) for long queries with D = 64; D = 128
     // would spill its accumulators, and q_len <= 64 would leave half the block empty.
     if (shape.q_len <= flash::kTile && shape.kv_len <= flash::kTile) {
-      if (p.vector_io && flash::wgmma_kernels_usable())
+      if (p.vector_io && flash::wgmma_kernels_usable()) {
+        // The backward that reads the keep bits is the head_dim 64 short wgmma kernel.
+        if (D == 64 && dropout_p > 0.0f && !keep_bits.empty()) {
+          p.keep_bits = static_cast<uint32_t*>(keep_bits.data);
+          kept_bits = true;
+        }
         return flash::launch_forward_short_wgmma(in.q.dtype, D, p, stream);
+      }
       return flash::launch_forward_short<T, D>(p, stream);
     }
     if constexpr (D == 64) {
@@ -237,6 +246,7 @@ void fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
     }
     flash::launch_forward<T, D, 1>(p, stream);
   });
+  return kept_bits;
 }
 
 }  // namespace nmt::cuda

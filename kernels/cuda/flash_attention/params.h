@@ -33,6 +33,9 @@ struct Params {
   float dropout_p, keep_scale;
   float scale, scale_log2;  // 1/sqrt(dh), and times log2(e) for exp2
   RngKey key;
+  // [batch, heads, q_len, 2] words of dropout keep bits, or nullptr: the short-sentence wgmma
+  // forward stores them, its backward reads them instead of drawing them (short_wgmma.cu).
+  uint32_t* keep_bits;
 };
 
 }  // namespace nmt::cuda::flash

@@ -5,6 +5,8 @@
 // shared-memory stage while it computes the current one. A whole item is one 64x64 tile, so the
 // forward needs no online rescaling and the backward block owns complete dQ rows (dSᵀ goes
 // through shared memory, delta comes from the staged out tile). Deterministic: no atomics.
+// With dropout and p.keep_bits, the forward also stores its keep mask as bits (64 a query row) and
+// the backward loads them with the item's tiles instead of drawing the Philox numbers again.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/flash_attention/common.cuh"
 #include "kernels/cuda/flash_attention/launch.cuh"
@@ -21,6 +23,31 @@ __device__ __forceinline__ void a_fragment(uint32_t (&a)[4], const float (&acc)[
   a[1] = pack2<T>(acc[2 * kk][2], acc[2 * kk][3]);
   a[2] = pack2<T>(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
   a[3] = pack2<T>(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
+}
+
+// Thread t of the block packs half t % 2 of keep-mask row t / 2 (32 bytes of 0 / 1) into one word,
+// bit j for key 32 * (t % 2) + j, and stores it for the item's query rows.
+__device__ __forceinline__ void store_keep_bits(const uint8_t* keep, const Params& p, int item) {
+  const int row = threadIdx.x / 2, half = threadIdx.x % 2;
+  if (row >= p.q_len) return;
+  const uint8_t* bytes = keep + row * kMaskStride + half * 32;
+  uint32_t word = 0;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) word |= static_cast<uint32_t>(bytes[j] != 0) << j;
+  p.keep_bits[(static_cast<int64_t>(item) * p.q_len + row) * 2 + half] = word;
+}
+
+// The inverse, from the staged words (rows past q_len were zero-filled): half t % 2 of row t / 2.
+__device__ __forceinline__ void expand_keep_bits(uint8_t* keep, const uint32_t* words) {
+  const int row = threadIdx.x / 2, half = threadIdx.x % 2;
+  const uint32_t word = words[threadIdx.x];
+  uint32_t* bytes = reinterpret_cast<uint32_t*>(keep + row * kMaskStride + half * 32);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t nibble = word >> (4 * j);
+    bytes[j] = (nibble & 1u) | ((nibble >> 1 & 1u) << 8) | ((nibble >> 2 & 1u) << 16) |
+               ((nibble >> 3 & 1u) << 24);
+  }
 }
 
 template <typename T, int D>
@@ -54,6 +81,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
       fill_dropout_tile(s_keep, p.key, p.dropout_p,
                         static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len);
     __syncthreads();
+    if (p.dropout_p > 0.0f && p.keep_bits != nullptr) store_keep_bits(s_keep, p, item);
     const T* s_q = tile(stage, 0);
     const T* s_k = tile(stage, 1);
     const T* s_v = tile(stage, 2);
@@ -125,6 +153,8 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
   float* s_lse = reinterpret_cast<float*>(smem + 11 * kOperandBytes<D>);  // [2][kTile]
   float* s_delta = s_lse + 2 * kTile;                                     // [kTile]
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_delta + kTile);          // [query][key]
+  uint32_t* s_bits = reinterpret_cast<uint32_t*>(s_keep + kTile * kMaskStride);  // [2][kTile][2]
+  const bool saved_bits = p.dropout_p > 0.0f && p.keep_bits != nullptr;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   auto load_item = [&](int item, int stage, int length) {
     const int b = item / p.heads, h = item % p.heads;
@@ -145,12 +175,21 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
       cp_async4(s_lse + stage * kTile + threadIdx.x,
                 p.lse + static_cast<int64_t>(item) * p.q_len + (valid ? threadIdx.x : 0), valid);
     }
+    if (saved_bits) {  // the forward's keep words, two a query row; rows past q_len read 0
+      const bool valid = static_cast<int>(threadIdx.x) < 2 * p.q_len;
+      cp_async4(s_bits + stage * 2 * kTile + threadIdx.x,
+                p.keep_bits + static_cast<int64_t>(item) * p.q_len * 2 + (valid ? threadIdx.x : 0),
+                valid);
+    }
   };
   for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     wgmma::fence_async_proxy();
     const int b = item / p.heads, h = item % p.heads;
     const bool dropout = p.dropout_p > 0.0f;
-    if (dropout)
+    // Each thread expands the words it loaded itself (complete at the prefetch's wait).
+    if (saved_bits)
+      expand_keep_bits(s_keep, s_bits + stage * 2 * kTile);
+    else if (dropout)
       fill_dropout_tile(s_keep, p.key, p.dropout_p,
                         static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len);
     T* s_k = tile(stage, 0);
@@ -284,8 +323,8 @@ void launch_backward_short_wgmma(DType dtype, const Params& p, cudaStream_t stre
   dispatch(dtype, 64, [&](auto type_tag, auto) {
     using T = typename decltype(type_tag)::type;
     static int slots = 0;
-    const size_t smem =
-        1024 + 11 * kOperandBytes<64> + 3 * kTile * sizeof(float) + kTile * kMaskStride;
+    const size_t smem = 1024 + 11 * kOperandBytes<64> + 3 * kTile * sizeof(float) +
+                        kTile * kMaskStride + 2 * 2 * kTile * sizeof(uint32_t);
     launch_persistent(backward_short_wgmma_kernel<T>, slots, smem, p, stream);
   });
 }
