@@ -11,6 +11,7 @@
 // of reduce.h, one kernel that reads dy again.
 #include "kernels/cuda/linear.h"
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -134,6 +135,17 @@ void weight_and_bias_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor
 
 EnvSwitch weight_grad_stream_switch("NMT_WEIGHT_GRAD_STREAM", /*default_on=*/true);
 
+// The largest weight gradient (out x in elements) that runs beside its dx product: above it, the
+// dW product fills the GPU on its own and the two only slow each other (NMT_WEIGHT_GRAD_STREAM_MAX
+// sets it, for measurements).
+int64_t weight_grad_stream_max_elements() {
+  static const int64_t limit = [] {
+    const char* text = std::getenv("NMT_WEIGHT_GRAD_STREAM_MAX");
+    return text != nullptr && *text != '\0' ? std::atoll(text) : int64_t{1} << 20;
+  }();
+  return limit;
+}
+
 }  // namespace
 
 void set_weight_grad_stream(bool on) {
@@ -177,7 +189,8 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
   // stream, the input gradient here. Neither writes what the other reads (dx aliases none of dy, x,
   // w; dw and db are only the side's), and this stream waits for the side before it goes on, so to
   // the caller the op is ordered as before and its bits are the same.
-  const bool beside = weight_grads && input_grad && weight_grad_stream();
+  const bool beside = weight_grads && input_grad && weight_grad_stream() &&
+                      in * out <= weight_grad_stream_max_elements();
   if (beside) {
     OwnedStream& side = stream_resources(stream).side_stream();
     side.wait_for(stream);
