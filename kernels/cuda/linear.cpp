@@ -133,7 +133,7 @@ void weight_and_bias_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor
   if (!db.empty()) accumulate_column_sums(dy, static_cast<float*>(db.data), stream);
 }
 
-EnvSwitch weight_grad_stream_switch("NMT_WEIGHT_GRAD_STREAM", /*default_on=*/true);
+EnvSwitch weight_grad_stream_switch("NMT_WEIGHT_GRAD_STREAM", /*default_on=*/false);
 
 // The largest weight gradient (out x in elements) that runs beside its dx product: above it, the
 // dW product fills the GPU on its own and the two only slow each other (NMT_WEIGHT_GRAD_STREAM_MAX

@@ -14,18 +14,18 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 // dy: [rows, out] T; dx: [rows, in] T (=, or += when add_dx: the product's beta = 1) or empty;
 // dw: [out, in] f32 (+=); db: [out] f32 (+=) or empty.
-// When both dx and dw are asked for and dw has at most 2^20 elements, the dw product (and db's
-// sums) run on the current stream's side stream (kernels/cuda/scratch.h) beside the dx product,
-// and the current stream waits for them before the call returns: the same bits, ordered as if on
-// one stream (set_weight_grad_stream).
+// With the side stream on (off by default, set_weight_grad_stream) and both dx and dw asked for,
+// a dw of at most 2^20 elements is computed (with db's sums) on the current stream's side stream
+// (kernels/cuda/scratch.h) beside the dx product, and the current stream waits for them before the
+// call returns: the same bits, ordered as if on one stream.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                      Tensor& db, bool add_dx = false);
 
-// Whether linear_backward runs the small weight gradients beside the input gradient (on by
-// default: a 512 x 512 weight gradient over 8192 rows runs 16 tiles, split-k 2, on 132
-// multiprocessors). NMT_WEIGHT_GRAD_STREAM=0 in the environment, or set_weight_grad_stream(false),
-// runs both on the current stream, one after the other; NMT_WEIGHT_GRAD_STREAM_MAX=N moves the
-// 2^20-element limit (docs/perf.md, session 10).
+// Whether linear_backward runs the small weight gradients beside the input gradient. Off by
+// default: on one H100 it saved nothing measurable on a base step (the dX products' persistent
+// kernels hold every multiprocessor) and cost big 0.2 ms (docs/perf.md, session 10).
+// NMT_WEIGHT_GRAD_STREAM=1 in the environment, or set_weight_grad_stream(true), turns it on;
+// NMT_WEIGHT_GRAD_STREAM_MAX=N moves the 2^20-element limit.
 void set_weight_grad_stream(bool on);
 bool weight_grad_stream();
 
