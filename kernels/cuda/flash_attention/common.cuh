@@ -188,15 +188,9 @@ __device__ __forceinline__ void cp_async_wait() {
 // body(item, stage, length) runs once they have landed in this thread (it must make them visible
 // to the block: a barrier, and for wgmma a proxy fence first). Sentence lengths are read from
 // global memory one item before the load that needs them, so that read never stalls a prefetch.
-// prepare(item, stage, length), when given, runs before the wait for the item's loads: work that
-// needs none of its tiles (the dropout mask) overlaps their flight. The previous item's body is
-// done with every shared buffer by then (the barrier at the end of each step).
-struct NoPrepare {
-  __device__ void operator()(int, int, int) const {}
-};
-template <typename Load, typename Body, typename Prepare = NoPrepare>
-__device__ __forceinline__ void for_each_item_prefetched(const Params& p, Load&& load, Body&& body,
-                                                         Prepare&& prepare = Prepare{}) {
+template <typename Load, typename Body>
+__device__ __forceinline__ void for_each_item_prefetched(const Params& p, Load&& load,
+                                                         Body&& body) {
   const int items = p.batch * p.heads, grid = static_cast<int>(gridDim.x);
   auto length_of = [&](int item) { return item < items ? clamped_length(p, item / p.heads) : 0; };
   int item = static_cast<int>(blockIdx.x);
@@ -208,7 +202,6 @@ __device__ __forceinline__ void for_each_item_prefetched(const Params& p, Load&&
     const int length_after_next = length_of(item + 2 * grid);
     if (item + grid < items) load(item + grid, 1 - stage, next_length);
     cp_async_commit();
-    prepare(item, stage, length);
     cp_async_wait<1>();
     body(item, stage, length);
     length = next_length;

@@ -74,16 +74,13 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
                                          static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D,
                                          p.v_stride, length, threadIdx.x);
   };
-  // The dropout mask of an item is drawn while its tiles are still on their way (prepare).
-  auto draw_mask = [&](int item, int, int) {
+  for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
+    wgmma::fence_async_proxy();
+    const int b = item / p.heads, h = item % p.heads;
     if (p.dropout_p > 0.0f)
       fill_dropout_tile(s_keep, p.key, p.dropout_p,
                         static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len);
-  };
-  auto compute = [&](int item, int stage, int length) {
-    wgmma::fence_async_proxy();
-    const int b = item / p.heads, h = item % p.heads;
-    __syncthreads();  // the tiles and the mask complete
+    __syncthreads();
     if (p.dropout_p > 0.0f && p.keep_bits != nullptr) store_keep_bits(s_keep, p, item);
     const T* s_q = tile(stage, 0);
     const T* s_k = tile(stage, 1);
@@ -138,8 +135,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
     wgmma::store_rows<T, D>(
         static_cast<T*>(p.out) + static_cast<int64_t>(b) * p.q_len * p.out_stride + h * D,
         p.out_stride, staged, rows, warp, lane);
-  };
-  for_each_item_prefetched(p, load_item, compute, draw_mask);
+  });
 }
 
 // Backward, head_dim 64: per item Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (rows: the warp's 16 keys), Pᵀ from
@@ -186,18 +182,16 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
                 valid);
     }
   };
-  // Without the forward's bits the mask is drawn again, while the item's tiles are on their way.
-  auto draw_mask = [&](int item, int, int) {
-    if (p.dropout_p > 0.0f && !saved_bits)
-      fill_dropout_tile(s_keep, p.key, p.dropout_p,
-                        static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len);
-  };
-  auto compute = [&](int item, int stage, int length) {
+  for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     wgmma::fence_async_proxy();
     const int b = item / p.heads, h = item % p.heads;
     const bool dropout = p.dropout_p > 0.0f;
     // Each thread expands the words it loaded itself (complete at the prefetch's wait).
-    if (saved_bits) expand_keep_bits(s_keep, s_bits + stage * 2 * kTile);
+    if (saved_bits)
+      expand_keep_bits(s_keep, s_bits + stage * 2 * kTile);
+    else if (dropout)
+      fill_dropout_tile(s_keep, p.key, p.dropout_p,
+                        static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len);
     T* s_k = tile(stage, 0);
     T* s_v = tile(stage, 1);
     T* s_q = tile(stage, 2);
@@ -310,8 +304,7 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
                             p.q_len, warp, lane);
     wgmma::store_rows<T, D>(static_cast<T*>(p.dk) + kv_row0 * p.dk_stride + h * D, p.dk_stride, s_k,
                             p.kv_len, warp, lane);
-  };
-  for_each_item_prefetched(p, load_item, compute, draw_mask);
+  });
 }
 
 }  // namespace
