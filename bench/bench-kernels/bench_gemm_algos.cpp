@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench-kernels/bench_products.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/blas_plan.h"
 #include "kernels/cuda/check.h"
@@ -27,9 +28,6 @@ constexpr int kHeuristicCount = 16;  // algorithms asked of the heuristic per wo
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kWorkspaces[] = {cuda::kBlasWorkspaceBytes, 64 * kMiB, 128 * kMiB};
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// The three products of linear.cpp: y = x Wᵀ (+ b, ReLU), dx = dy W, dW += dyᵀ x (fp32).
-enum class Pass { forward, forward_relu, dx, dw };
 
 struct Product {
   const char* name;
@@ -62,39 +60,9 @@ const Product kProducts[] = {
     {"dW logits", Pass::dw, 512, 32000, false, 1},
 };
 
-// The LtMatmul linear.cpp passes for `p` at kRows rows (row-major buffers as column-major views).
+// The LtMatmul linear.cpp passes for `p` at kRows rows.
 cuda::LtMatmul matmul_of(const Product& p) {
-  cuda::LtMatmul g;
-  g.ab_type = DType::bf16;
-  g.c_type = DType::bf16;
-  if (p.pass == Pass::forward || p.pass == Pass::forward_relu) {
-    g.trans_a = CUBLAS_OP_T;  // yᵀ (out x rows) = Wᵀ-view · xᵀ
-    g.m = p.out;
-    g.n = kRows;
-    g.k = p.in;
-    g.lda = p.in;
-    g.ldb = p.in;
-    g.ldc = p.out;
-    g.relu = p.pass == Pass::forward_relu;
-  } else if (p.pass == Pass::dx) {  // dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows)
-    g.m = p.in;
-    g.n = kRows;
-    g.k = p.out;
-    g.lda = p.in;
-    g.ldb = p.out;
-    g.ldc = p.in;
-  } else {  // dWᵀ (in x out) += xᵀ (in x rows) · op_T(dyᵀ), fp32
-    g.trans_b = CUBLAS_OP_T;
-    g.m = p.in;
-    g.n = p.out;
-    g.k = kRows;
-    g.lda = p.in;
-    g.ldb = p.out;
-    g.ldc = p.in;
-    g.c_type = DType::f32;
-    g.accumulate = true;
-  }
-  return g;
+  return linear_product(p.pass, p.in, p.out, kRows);
 }
 
 struct Candidate {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench-kernels/bench_products.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/blas_plan.h"
 #include "kernels/cuda/check.h"
@@ -44,34 +45,12 @@ const Shape kShapes[] = {{"out,cross-q", 512, 512, 24},
                          {"fc1", 512, 2048, 12},
                          {"fc2", 2048, 512, 12}};
 
-// dWᵀ (in x out) += xᵀ (in x rows) · op_T(dyᵀ), f32, as kernels/cuda/linear.cpp builds it.
 cuda::LtMatmul dw_matmul(const Shape& s) {
-  cuda::LtMatmul g;
-  g.trans_b = CUBLAS_OP_T;
-  g.m = s.in;
-  g.n = s.out;
-  g.k = kRows;
-  g.lda = s.in;
-  g.ldb = s.out;
-  g.ldc = s.in;
-  g.ab_type = DType::bf16;
-  g.c_type = DType::f32;
-  g.accumulate = true;
-  return g;
+  return linear_product(Pass::dw, s.in, s.out, kRows);
 }
 
-// dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows), bf16.
 cuda::LtMatmul dx_matmul(const Shape& s) {
-  cuda::LtMatmul g;
-  g.m = s.in;
-  g.n = kRows;
-  g.k = s.out;
-  g.lda = s.in;
-  g.ldb = s.out;
-  g.ldc = s.in;
-  g.ab_type = DType::bf16;
-  g.c_type = DType::bf16;
-  return g;
+  return linear_product(Pass::dx, s.in, s.out, kRows);
 }
 
 double tflops(const cuda::LtMatmul& g, double ms) {
