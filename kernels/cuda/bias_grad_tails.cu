@@ -12,7 +12,6 @@
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/stream.h"
-#include "kernels/env_switch.h"
 #include "kernels/op_checks.h"
 
 namespace nmt::cuda {
@@ -94,34 +93,16 @@ __device__ __forceinline__ void write_and_add(const Grad& grad, int64_t element,
   for (int i = 0; i < VEC; ++i) acc[i] += to_float(out.v[i]);
 }
 
-// Asks L2 for this thread's rows of `part` (dy, and y where the gradient reads it): one 128-byte
-// line a row from the thread of lane x 0 (the 8 x-lanes of the vector path read one line of a row
-// together). No registers: the part's real loads later hit L2 instead of waiting on DRAM.
-template <typename T, int VEC, bool kReadsY>
-__device__ __forceinline__ void prefetch_part(const T* dy, const T* y, int64_t part,
-                                              int64_t rows_per_part, int64_t rows, int64_t cols,
-                                              int64_t col) {
-  const int64_t end = min(rows, (part + 1) * rows_per_part);
-  for (int64_t r = part * rows_per_part + threadIdx.y; r < end;
-       r += column_sums::Layout<VEC>::kLanesY) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(dy + r * cols + col));
-    if constexpr (kReadsY) asm volatile("prefetch.global.L2 [%0];" ::"l"(y + r * cols + col));
-  }
-}
-
 // dy, y, dx: [rows, cols] T, 16-byte aligned with cols % VEC == 0 where VEC > 1; y is read only
 // where Grad::kReadsY; dx may alias dy (each element is read and written by one thread, the read
 // first). partials, counters, db: as column_sums::store_part_sums / finish_tile. The grid covers
-// tiles first_tile, first_tile + 1, ..., each with blocks of parts_per_block row parts. With
-// `prefetch` (vector path), each part, once written, asks L2 for the block's next part: its loads
-// are then in flight while this part's sums are ordered and stored, which is otherwise a wait with
-// nothing loading (ncu: 18.6% of issue slots busy at half the DRAM bandwidth, session 10).
+// tiles first_tile, first_tile + 1, ..., each with blocks of parts_per_block row parts.
 template <typename T, int VEC, typename Grad>
 __global__ void __launch_bounds__(column_sums::kThreads, Grad::kMinBlocks)
     bias_grad_tail_kernel(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols,
                           int64_t rows_per_part, int64_t parts, int64_t parts_per_block,
                           int64_t first_tile, Grad grad, float* __restrict__ partials,
-                          unsigned* __restrict__ counters, float* __restrict__ db, bool prefetch) {
+                          unsigned* __restrict__ counters, float* __restrict__ db) {
   using L = column_sums::Layout<VEC>;
   constexpr int kRowUnroll = column_sums::kRowUnroll;
   __shared__ column_sums::TileShared<VEC> shared;
@@ -154,16 +135,10 @@ __global__ void __launch_bounds__(column_sums::kThreads, Grad::kMinBlocks)
         write_and_add<T, VEC>(grad, at, load_pack<T, VEC>(dy + at), v, dx, acc);
       }
     }
-    // The rows of this part are written: ask for the next part before the ordered sums wait.
-    if (prefetch && threadIdx.x == 0 && part + 1 < end_part && col < cols)
-      prefetch_part<T, VEC, Grad::kReadsY>(dy, y, part + 1, rows_per_part, rows, cols, col);
     column_sums::store_part_sums<VEC>(shared, acc, part, parts, tile_col, cols, partials, db);
   }
   column_sums::finish_tile<VEC>(shared, parts, tile_col, cols, partials, counters, db);
 }
-
-// NMT_TAIL_PREFETCH=0 turns the next part's L2 prefetch off (for A/B timing; the same bits).
-EnvSwitch tail_prefetch_switch("NMT_TAIL_PREFETCH", /*default_on=*/true);
 
 template <typename T, int VEC, typename Grad>
 void launch_tail(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, const Grad& grad,
@@ -174,7 +149,7 @@ void launch_tail(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, con
     bias_grad_tail_kernel<T, VEC, Grad>
         <<<grid.launch_grid(first), dim3(L::kLanesX, L::kLanesY), 0, stream>>>(
             dy, y, dx, rows, cols, grid.rows_per_part, grid.parts, grid.parts_per_block, first,
-            grad, grid.partials, grid.counters, db, VEC > 1 && tail_prefetch_switch.get());
+            grad, grid.partials, grid.counters, db);
     CUDA_CHECK_LAUNCH();
   }
 }
