@@ -249,7 +249,8 @@ int main(int argc, char** argv) {
       "gemm-algos|wgrad]\n"
       "  gemm-algos (only with --only): every cuBLASLt algorithm the heuristic offers for each\n"
       "  product of a base training step; --verbose prints one line per algorithm\n"
-      "  wgrad (only with --only): the weight gradients with split-k, and beside their dX\n";
+      "  wgrad (only with --only): the weight gradients with split-k, and beside their dX\n"
+      "  product on a second stream\n";
   int runs = 30;
   bool verbose = false;
   std::string only;

@@ -52,7 +52,9 @@ void AttentionBlock::plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows,
   if (fused_) {
     lse_ = arena.allocate("attn.lse", DType::f32, max_q_rows * shape_.heads);
     // Where the CUDA kernels keep the dropout mask for backward: two words per query and head.
-    if (device == Device::cuda && shape_.attention_dropout > 0 && keep_bits_switch.get())
+    // Only the head_dim 64 short-sentence kernels read them.
+    if (device == Device::cuda && shape_.attention_dropout > 0 && d / shape_.heads == 64 &&
+        keep_bits_switch.get())
       keep_bits_ = arena.allocate("attn.keep_bits", DType::i32, 2 * max_q_rows * shape_.heads);
   } else {
     probs_ = arena.allocate("attn.probs", DType::f32, max_scores);

@@ -24,11 +24,13 @@ void TrainGraphs::forget_graphs_if_scratch_moved() {
   const cuda::StreamResources& resources = cuda::stream_resources(stream_->get());
   const void* now = resources.scratch_address();
   const void* side_now = resources.side_scratch_address();
-  if (now == scratch_address_ && side_now == side_scratch_address_) return;
+  // A side scratch that appears (nullptr before) was used by no captured graph.
+  const bool side_moved = side_now != side_scratch_address_ && side_scratch_address_ != nullptr;
+  side_scratch_address_ = side_now;
+  if (now == scratch_address_ && !side_moved) return;
   // The old scratch was freed when it grew: a graph captured with it would write freed memory.
   // The shapes stay known (the scratch only grows, so each still fits): their next step captures.
   scratch_address_ = now;
-  side_scratch_address_ = side_now;
   for (Entry& entry : entries_) entry.graph = cuda::CapturedGraph();
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "kernels/cuda/blas.h"
+#include "kernels/cuda/blas_plan.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/reduce.h"
@@ -189,10 +190,14 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
   // stream, the input gradient here. Neither writes what the other reads (dx aliases none of dy, x,
   // w; dw and db are only the side's), and this stream waits for the side before it goes on, so to
   // the caller the op is ordered as before and its bits are the same.
+  // A side stream is first used outside a graph capture: creating it and its workspace allocates,
+  // which would end the capture.
+  StreamResources& resources = stream_resources(stream);
   const bool beside = weight_grads && input_grad && weight_grad_stream() &&
-                      in * out <= weight_grad_stream_max_elements();
+                      in * out <= weight_grad_stream_max_elements() &&
+                      (resources.has_side_stream() || !stream_is_capturing(stream));
   if (beside) {
-    OwnedStream& side = stream_resources(stream).side_stream();
+    OwnedStream& side = resources.side_stream();
     side.wait_for(stream);
     {
       StreamScope on_side(side.get());

@@ -25,7 +25,8 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
 // default: on one H100 it saved nothing measurable on a base step (the dX products' persistent
 // kernels hold every multiprocessor) and cost big 0.2 ms (docs/perf.md, session 10).
 // NMT_WEIGHT_GRAD_STREAM=1 in the environment, or set_weight_grad_stream(true), turns it on;
-// NMT_WEIGHT_GRAD_STREAM_MAX=N moves the 2^20-element limit.
+// NMT_WEIGHT_GRAD_STREAM_MAX=N moves the 2^20-element limit. With GEMM autotuning also on, a dW
+// plan is timed while its dX product runs beside it, which may skew that plan's choice.
 void set_weight_grad_stream(bool on);
 bool weight_grad_stream();
 

@@ -13,9 +13,9 @@
 namespace nmt::cuda {
 
 StreamResources::~StreamResources() {
-  // The side stream first: its work may read this stream's scratch, and its destructor waits for
-  // that work. At process exit the runtime may already be gone; errors here are deliberately
-  // ignored.
+  // The side stream first: its destructor waits for its work (which may still read tensors this
+  // stream's ops wrote) and frees its own resources. At process exit the runtime may already be
+  // gone; errors here are deliberately ignored.
   side_.reset();
   if (scratch_) cudaFree(scratch_);
   if (counters_) cudaFree(counters_);

@@ -52,6 +52,9 @@ class StreamResources {
   // (scratch, cuBLAS workspace), so the two never share a buffer. Create it outside a graph capture
   // (the uncaptured step before one does).
   OwnedStream& side_stream();
+  // Whether side_stream() has been created (a capture may use only one that exists: creating it,
+  // and its first resources, would allocate).
+  bool has_side_stream() const { return side_ != nullptr; }
   // Where the side stream's scratch lies now (nullptr before its first use): a graph that captured
   // work on it is stale once it moves, as for scratch_address().
   const void* side_scratch_address() const;

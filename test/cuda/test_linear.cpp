@@ -195,6 +195,11 @@ TEST_CASE("cuda linear backward: the weight gradient beside the input gradient, 
     int64_t rows, in, out;
   };
   const Case cases[] = {{2049, 512, 512}, {301, 96, 40}, {1000, 512, 2048}};
+  // The process-wide switch as the other cases expect it (off by default), whatever happens here.
+  struct RestoreSwitch {
+    bool was = cuda::weight_grad_stream();
+    ~RestoreSwitch() { cuda::set_weight_grad_stream(was); }
+  } restore;
   for (DType dtype : {DType::f32, DType::bf16})
     for (const Case& c : cases) {
       const int64_t rows = c.rows, in = c.in, out = c.out;
@@ -266,7 +271,6 @@ TEST_CASE("cuda linear backward: the weight gradient beside the input gradient, 
       CUDA_CHECK(cudaStreamSynchronize(stream.get()));
       same("side stream, captured and replayed", reference, read(captured));
     }
-  cuda::set_weight_grad_stream(true);
 }
 
 }  // namespace nmt::test

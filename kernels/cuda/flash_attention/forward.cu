@@ -232,8 +232,8 @@ bool fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
     // would spill its accumulators, and q_len <= 64 would leave half the block empty.
     if (shape.q_len <= flash::kTile && shape.kv_len <= flash::kTile) {
       if (p.vector_io && flash::wgmma_kernels_usable()) {
-        // The backward that reads the keep bits is the head_dim 64 short wgmma kernel.
-        if (D == 64 && dropout_p > 0.0f && !keep_bits.empty()) {
+        // The backward that reads the keep bits is the head_dim 64 short wgmma kernel (kv_len > 0).
+        if (D == 64 && dropout_p > 0.0f && shape.kv_len > 0 && !keep_bits.empty()) {
           p.keep_bits = static_cast<uint32_t*>(keep_bits.data);
           kept_bits = true;
         }
