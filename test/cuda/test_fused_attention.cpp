@@ -166,10 +166,14 @@ struct FusedResult {
   std::vector<uint32_t> bits;  // what it stored
 };
 
-// Runs the fused op on the GPU in `dtype` with the operands placed per `layout`; with keep_bits,
-// forward is given a buffer for the dropout keep bits, and backward gets it when forward kept them.
+// How run_fused treats the dropout keep bits: none given (drawn again in backward), given to
+// forward and passed to backward when kept, or kept and then zeroed before backward (every key
+// dropped: a backward that reads them gives dV = 0).
+enum class Bits { drawn, kept, zeroed };
+
+// Runs the fused op on the GPU in `dtype` with the operands placed per `layout`.
 FusedResult run_fused(const Dense& in, const std::vector<float>& d_out, const Case& c, DType dtype,
-                      float p, Layout layout, bool keep_bits = false) {
+                      float p, Layout layout, Bits bits = Bits::drawn) {
   const AttentionShape& s = c.shape;
   const Placement at(layout, s);
   std::vector<float> wide_q(at.q_rows * at.q_total, NAN), wide_kv(at.kv_rows * at.kv_total, NAN);
@@ -189,7 +193,9 @@ FusedResult run_fused(const Dense& in, const std::vector<float>& d_out, const Ca
   GpuTensor g_bits = upload_i32(std::vector<int32_t>(static_cast<size_t>(words), -1), {words});
   FusedResult r;
   r.kept_bits = fused_attention_forward(operands, g_len.view, g_out.view, g_lse.view, s, p, kKey,
-                                        keep_bits ? g_bits.view : Tensor());
+                                        bits != Bits::drawn ? g_bits.view : Tensor());
+  if (r.kept_bits && bits == Bits::zeroed)
+    CUDA_CHECK(cudaMemset(g_bits.view.data, 0, g_bits.view.bytes()));
 
   GpuTensor g_dq = gpu_poisoned({at.q_rows, at.q_total}, dtype),
             g_dkv = gpu_poisoned({at.kv_rows, at.kv_total}, dtype);
@@ -388,29 +394,41 @@ TEST_CASE("cuda fused attention keeps the dropout mask for backward: the same bi
     const AttentionShape& s = bc.c.shape;
     INFO("batch " << s.batch << " q_len " << s.q_len << " kv_len " << s.kv_len << " head_dim "
                   << s.head_dim << " dropout " << bc.p << " layout " << layout_name(bc.layout));
-    const DType dtype = DType::bf16;
-    const Dense in = random_inputs(s, 500 + i, dtype);
-    const std::vector<float> d_out =
-        rounded(random_floats(s.batch * s.q_len * s.heads * s.head_dim, 600 + i), dtype);
-    const FusedResult drawn = run_fused(in, d_out, bc.c, dtype, bc.p, bc.layout);
-    const FusedResult kept = run_fused(in, d_out, bc.c, dtype, bc.p, bc.layout, true);
-    CHECK(kept.kept_bits == (bc.kept && hopper));
-    check_identical("out", kept.out, drawn.out);
-    check_identical("lse", kept.lse, drawn.lse);
-    check_identical("dq", kept.dq, drawn.dq);
-    check_identical("dk", kept.dk, drawn.dk);
-    check_identical("dv", kept.dv, drawn.dv);
-    if (!kept.kept_bits) continue;
-    // Bit s % 32 of word 2 * row + s / 32 is dropout_keep of element (row, s), row = (b * heads
-    // + h) * q_len + t, for every visible position (keys past kv_len are never read).
-    size_t wrong = 0;
-    for (int64_t row = 0; row < s.batch * s.heads * s.q_len; ++row)
-      for (int64_t key = 0; key < s.kv_len; ++key) {
-        const bool bit = (kept.bits[static_cast<size_t>(row * 2 + key / 32)] >> (key % 32)) & 1u;
-        const bool expected = dropout_keep(kKey, static_cast<uint64_t>(row * s.kv_len + key), bc.p);
-        wrong += bit != expected ? 1 : 0;
-      }
-    CHECK(wrong == 0);
+    for (DType dtype : {DType::bf16, DType::f16}) {
+      INFO("dtype " << dtype_name(dtype));
+      const Dense in = random_inputs(s, 500 + i, dtype);
+      const std::vector<float> d_out =
+          rounded(random_floats(s.batch * s.q_len * s.heads * s.head_dim, 600 + i), dtype);
+      const FusedResult drawn = run_fused(in, d_out, bc.c, dtype, bc.p, bc.layout);
+      const FusedResult kept = run_fused(in, d_out, bc.c, dtype, bc.p, bc.layout, Bits::kept);
+      CHECK(kept.kept_bits == (bc.kept && hopper));
+      check_identical("out", kept.out, drawn.out);
+      check_identical("lse", kept.lse, drawn.lse);
+      check_identical("dq", kept.dq, drawn.dq);
+      check_identical("dk", kept.dk, drawn.dk);
+      check_identical("dv", kept.dv, drawn.dv);
+      if (!kept.kept_bits) continue;
+      // Bit s % 32 of word 2 * row + s / 32 is dropout_keep of element (row, s), row = (b * heads
+      // + h) * q_len + t, for every visible position (keys past kv_len are never read).
+      size_t wrong = 0;
+      for (int64_t row = 0; row < s.batch * s.heads * s.q_len; ++row)
+        for (int64_t key = 0; key < s.kv_len; ++key) {
+          const bool bit = (kept.bits[static_cast<size_t>(row * 2 + key / 32)] >> (key % 32)) & 1u;
+          const bool expected =
+              dropout_keep(kKey, static_cast<uint64_t>(row * s.kv_len + key), bc.p);
+          wrong += bit != expected ? 1 : 0;
+        }
+      CHECK(wrong == 0);
+      // The backward reads them: with every bit zeroed it drops every probability, so dV is 0
+      // (and the drawn run's dV is not, but for the few-element shapes, where dropout may drop
+      // every visible probability).
+      const FusedResult zeroed = run_fused(in, d_out, bc.c, dtype, bc.p, bc.layout, Bits::zeroed);
+      auto all_zero = [](const std::vector<float>& v) {
+        return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; });
+      };
+      CHECK(all_zero(zeroed.dv));
+      if (s.batch * s.q_len * s.kv_len > 64) CHECK_FALSE(all_zero(drawn.dv));
+    }
   }
 }
 
