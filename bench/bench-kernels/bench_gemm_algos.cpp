@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench-kernels/bench_products.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/blas_plan.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/linear.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 
@@ -28,6 +28,9 @@ constexpr int kHeuristicCount = 16;  // algorithms asked of the heuristic per wo
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kWorkspaces[] = {cuda::kBlasWorkspaceBytes, 64 * kMiB, 128 * kMiB};
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The three products of linear.cpp: y = x Wᵀ (+ b, ReLU), dx = dy W, dW += dyᵀ x (fp32).
+enum class Pass { forward, forward_relu, dx, dw };
 
 struct Product {
   const char* name;
@@ -62,7 +65,17 @@ const Product kProducts[] = {
 
 // The LtMatmul linear.cpp passes for `p` at kRows rows.
 cuda::LtMatmul matmul_of(const Product& p) {
-  return linear_product(p.pass, p.in, p.out, kRows);
+  switch (p.pass) {
+    case Pass::forward:
+    case Pass::forward_relu:
+      return cuda::linear_forward_product(kRows, p.in, p.out, DType::bf16,
+                                          p.pass == Pass::forward_relu);
+    case Pass::dx:
+      return cuda::linear_dx_product(kRows, p.in, p.out, DType::bf16);
+    case Pass::dw:
+      break;
+  }
+  return cuda::linear_dw_product(kRows, p.in, p.out, DType::bf16);
 }
 
 struct Candidate {

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench-kernels/bench_products.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/blas_plan.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/linear.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 
@@ -47,11 +47,11 @@ const Shape kShapes[] = {{"out,cross-q", 512, 512, 24},
                          {"fc2", 2048, 512, 12}};
 
 cuda::LtMatmul dw_matmul(const Shape& s) {
-  return linear_product(Pass::dw, s.in, s.out, kRows);
+  return cuda::linear_dw_product(kRows, s.in, s.out, DType::bf16);
 }
 
 cuda::LtMatmul dx_matmul(const Shape& s) {
-  return linear_product(Pass::dx, s.in, s.out, kRows);
+  return cuda::linear_dx_product(kRows, s.in, s.out, DType::bf16);
 }
 
 double tflops(const cuda::LtMatmul& g, double ms) {

@@ -1,8 +1,6 @@
-// Linear layer on the GPU through cuBLASLt. Row-major [rows, n] buffers are column-major [n, rows]
-// matrices to cuBLAS, so every product below is written for the transposed views:
-//   y  = x Wᵀ + b   ->  yᵀ (out x rows) = op_T(W as in x out) · xᵀ (in x rows), bias epilogue
-//   dx = dy W       ->  dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows)
-//   dW += dyᵀ x     ->  dWᵀ (in x out) += xᵀ (in x rows) · op_T(dyᵀ) (rows x out), fp32 output
+// Linear layer on the GPU through cuBLASLt: its three products (the transposed views cuBLAS sees)
+// are linear_forward_product, linear_dx_product and linear_dw_product (linear.h); the bias rides
+// the forward product's epilogue.
 // db = column sums of dy = the sums over k of op(B) in the dW product: cuBLASLt's BGRADB epilogue
 // can compute them while that product reads dy anyway (opt-in: blas.h's bias_grad_epilogue). The
 // epilogue writes (=) where our contract accumulates (+=: update_freq > 1 sums micro-batches into
@@ -36,6 +34,51 @@ void require_float(const char* op, const char* name, const Tensor& t) {
 
 }  // namespace
 
+LtMatmul linear_forward_product(int64_t rows, int64_t in, int64_t out, DType t, bool relu) {
+  LtMatmul g;
+  g.trans_a = CUBLAS_OP_T;
+  g.trans_b = CUBLAS_OP_N;
+  g.m = out;
+  g.n = rows;
+  g.k = in;
+  g.lda = in;
+  g.ldb = in;
+  g.ldc = out;
+  g.ab_type = t;
+  g.c_type = t;
+  g.relu = relu;
+  return g;
+}
+
+LtMatmul linear_dx_product(int64_t rows, int64_t in, int64_t out, DType t, bool add_dx) {
+  LtMatmul g;
+  g.m = in;
+  g.n = rows;
+  g.k = out;
+  g.lda = in;
+  g.ldb = out;
+  g.ldc = in;
+  g.ab_type = t;
+  g.c_type = t;
+  g.accumulate = add_dx;
+  return g;
+}
+
+LtMatmul linear_dw_product(int64_t rows, int64_t in, int64_t out, DType t) {
+  LtMatmul g;
+  g.trans_b = CUBLAS_OP_T;
+  g.m = in;
+  g.n = out;
+  g.k = rows;
+  g.lda = in;
+  g.ldb = out;
+  g.ldc = in;
+  g.ab_type = t;
+  g.c_type = DType::f32;
+  g.accumulate = true;
+  return g;
+}
+
 namespace {
 
 void linear_forward_epilogue(const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -57,19 +100,8 @@ void linear_forward_epilogue(const char* op, const Tensor& x, const Tensor& w, c
   if (rows == 0 || out == 0) return;
   if (in == 0)
     throw std::invalid_argument(std::string(op) + ": x " + x.shape_string() + " has no columns");
-  LtMatmul g;
-  g.trans_a = CUBLAS_OP_T;
-  g.trans_b = CUBLAS_OP_N;
-  g.m = out;
-  g.n = rows;
-  g.k = in;
-  g.lda = in;
-  g.ldb = in;
-  g.ldc = out;
-  g.ab_type = x.dtype;
-  g.c_type = y.dtype;
-  g.relu = relu;
-  lt_matmul(g, w.data, x.data, y.data, b.empty() ? nullptr : b.data, 1.0f, current_stream());
+  lt_matmul(linear_forward_product(rows, in, out, x.dtype, relu), w.data, x.data, y.data,
+            b.empty() ? nullptr : b.data, 1.0f, current_stream());
 }
 
 }  // namespace
@@ -92,17 +124,9 @@ void input_grad_product(const Tensor& dy, const Tensor& w, Tensor& dx, bool add_
     if (!add_dx) CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), stream));
     return;
   }
-  LtMatmul g;
-  g.m = in;
-  g.n = rows;
-  g.k = out;
-  g.lda = in;
-  g.ldb = out;
-  g.ldc = in;
-  g.ab_type = w.dtype;
-  g.c_type = dx.dtype;
-  g.accumulate = add_dx;  // dx += dy W, summed in f32 with dx's old value, rounded once
-  lt_matmul(g, w.data, dy.data, dx.data, nullptr, 1.0f, stream);
+  // With add_dx, dx += dy W is summed in f32 with dx's old value and rounded once.
+  lt_matmul(linear_dx_product(rows, in, out, w.dtype, add_dx), w.data, dy.data, dx.data, nullptr,
+            1.0f, stream);
 }
 
 // dw += dyᵀ x (f32), and db += the column sums of dy when db is not empty; on `stream`, which
@@ -110,17 +134,7 @@ void input_grad_product(const Tensor& dy, const Tensor& w, Tensor& dx, bool add_
 void weight_and_bias_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db,
                            cudaStream_t stream) {
   const int64_t rows = x.dim(0), in = x.dim(1), out = dy.dim(1);
-  LtMatmul g;
-  g.trans_b = CUBLAS_OP_T;
-  g.m = in;
-  g.n = out;
-  g.k = rows;
-  g.lda = in;
-  g.ldb = out;
-  g.ldc = in;
-  g.ab_type = x.dtype;
-  g.c_type = DType::f32;
-  g.accumulate = true;
+  const LtMatmul g = linear_dw_product(rows, in, out, x.dtype);
   if (!db.empty()) {
     auto* db_step =
         static_cast<float*>(stream_resources(stream).scratch(static_cast<size_t>(out) * 4));

@@ -4,9 +4,20 @@
 // parameter gradients and saved statistics are f32; reductions accumulate in fp32 or wider.
 #pragma once
 
+#include "kernels/cuda/blas.h"
 #include "kernels/tensor.h"
 
 namespace nmt::cuda {
+
+// The layer's cuBLASLt products at `rows` rows, for x [rows, in], W [out, in] and dy [rows, out]
+// of dtype t: what linear_forward and linear_backward run, and what benchmarks and tests time and
+// check as theirs. Row-major [rows, n] buffers are column-major [n, rows] matrices to cuBLAS:
+//   y  = x Wᵀ (ReLU)     ->  yᵀ (out x rows) = op_T(W as in x out) · xᵀ (in x rows)
+//   dx = dy W (+= add)   ->  dxᵀ (in x rows) = W (in x out) · dyᵀ (out x rows)
+//   dW += dyᵀ x, f32     ->  dWᵀ (in x out) += xᵀ (in x rows) · op_T(dyᵀ) (rows x out)
+LtMatmul linear_forward_product(int64_t rows, int64_t in, int64_t out, DType t, bool relu = false);
+LtMatmul linear_dx_product(int64_t rows, int64_t in, int64_t out, DType t, bool add_dx = false);
+LtMatmul linear_dw_product(int64_t rows, int64_t in, int64_t out, DType t);
 
 // x: [rows, in] T; w: [out, in] T; b: [out] T or empty; y: [rows, out] T.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);

@@ -116,24 +116,8 @@ TEST_CASE("every algorithm the heuristic lists computes each epilogue's product"
   void* workspace = cuda::stream_resources(stream).blas_workspace();
   cublasLtHandle_t lt = cuda::lt_handle_for_current_device();
 
-  cuda::LtMatmul forward;
-  forward.trans_a = CUBLAS_OP_T;
-  forward.m = c.out;
-  forward.n = c.rows;
-  forward.k = c.in;
-  forward.lda = forward.ldb = c.in;
-  forward.ldc = c.out;
-  forward.ab_type = forward.c_type = dtype;
-  cuda::LtMatmul dw_product;
-  dw_product.trans_b = CUBLAS_OP_T;
-  dw_product.m = c.in;
-  dw_product.n = c.out;
-  dw_product.k = c.rows;
-  dw_product.lda = dw_product.ldc = c.in;
-  dw_product.ldb = c.out;
-  dw_product.ab_type = dtype;
-  dw_product.c_type = DType::f32;
-  dw_product.accumulate = true;
+  const cuda::LtMatmul forward = cuda::linear_forward_product(c.rows, c.in, c.out, dtype);
+  const cuda::LtMatmul dw_product = cuda::linear_dw_product(c.rows, c.in, c.out, dtype);
 
   // db as BGRADB writes it: the column sums of dy alone (the reference's db less db_init).
   std::vector<float> ref_sums(c.out), base_sums(c.out);
