@@ -45,16 +45,36 @@ void check_branch_tail(const char* op, const Tensor& dy, const Tensor& x, const 
   check_shape(op, "d_branch_bias", d_branch_bias, {d});
   detail::require_dropout_p(op, p);
   check_same_device(op, {&dy, &x, &d_branch, &d_branch_bias});
-  if (residual == nullptr) detail::require_disjoint_or_same(op, "dx", dx, "dy", dy);
-  detail::require_disjoint(op, "dx", dx, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
-  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
-  if (residual != nullptr)
-    detail::require_disjoint(op, "d_branch", d_branch, "residual", *residual);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
+  detail::require_branch_tail_apart(op, dy, x, residual, dx, d_branch, d_branch_bias);
+}
+
+// The CPU reference of both dropout-bias tails: layernorm_backward (layernorm_backward_add with a
+// residual), then dropout_backward_bias's two steps (bias_grad_tails.cpp). Every dtype and data
+// check before the first write.
+void branch_tail_on_cpu(const char* op, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                        const Tensor& mean, const Tensor& rstd, const Tensor* residual, Tensor& dx,
+                        Tensor& d_gamma, Tensor& d_beta, Tensor& d_branch, float p,
+                        const RngKey& key, Tensor& d_branch_bias) {
+  const int64_t rows = x.dim(0), d = x.dim(1);
+  const float* dy_data = detail::cpu_f32(op, "dy", dy);
+  const float* x_data = detail::cpu_f32(op, "x", x);
+  const float* gamma_data = detail::cpu_f32(op, "gamma", gamma);
+  const float* mean_data = detail::cpu_f32(op, "mean", mean);
+  const float* rstd_data = detail::cpu_f32(op, "rstd", rstd);
+  const float* residual_data = residual ? detail::cpu_f32(op, "residual", *residual) : nullptr;
+  float* dx_data = detail::cpu_f32(op, "dx", dx);
+  float* d_gamma_data = detail::cpu_f32(op, "d_gamma", d_gamma);
+  float* d_beta_data = detail::cpu_f32(op, "d_beta", d_beta);
+  float* d_branch_data = detail::cpu_f32(op, "d_branch", d_branch);
+  float* d_branch_bias_data = detail::cpu_f32(op, "d_branch_bias", d_branch_bias);
+  if (residual_data)
+    cpu::layernorm_backward_add(dy_data, x_data, gamma_data, mean_data, rstd_data, residual_data,
+                                dx_data, d_gamma_data, d_beta_data, rows, d);
+  else
+    cpu::layernorm_backward(dy_data, x_data, gamma_data, mean_data, rstd_data, dx_data,
+                            d_gamma_data, d_beta_data, rows, d);
+  cpu::dropout_apply(dx_data, d_branch_data, rows * d, p, key);
+  cpu::accumulate_column_sums(d_branch_data, rows, d, d_branch_bias_data);
 }
 
 }  // namespace
@@ -153,27 +173,12 @@ void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Te
   constexpr const char* op = "layernorm_backward_dropout_bias";
   check_backward(op, dy, x, gamma, mean, rstd, nullptr, dx, d_gamma, d_beta);
   check_branch_tail(op, dy, x, nullptr, dx, d_branch, p, d_branch_bias);
-  const int64_t rows = x.dim(0), d = x.dim(1);
   if (detail::call_device({&dy, &x, &gamma, &mean, &rstd, &dx, &d_gamma, &d_beta, &d_branch,
                            &d_branch_bias}) == Device::cuda)
     return cuda::layernorm_backward_dropout_bias(dy, x, gamma, mean, rstd, dx, d_gamma, d_beta,
                                                  d_branch, p, key, d_branch_bias);
-  // Every dtype and data check before the first write.
-  const float* dy_data = detail::cpu_f32(op, "dy", dy);
-  const float* x_data = detail::cpu_f32(op, "x", x);
-  const float* gamma_data = detail::cpu_f32(op, "gamma", gamma);
-  const float* mean_data = detail::cpu_f32(op, "mean", mean);
-  const float* rstd_data = detail::cpu_f32(op, "rstd", rstd);
-  float* dx_data = detail::cpu_f32(op, "dx", dx);
-  float* d_gamma_data = detail::cpu_f32(op, "d_gamma", d_gamma);
-  float* d_beta_data = detail::cpu_f32(op, "d_beta", d_beta);
-  float* d_branch_data = detail::cpu_f32(op, "d_branch", d_branch);
-  float* d_branch_bias_data = detail::cpu_f32(op, "d_branch_bias", d_branch_bias);
-  // layernorm_backward, then dropout_backward_bias's two steps (bias_grad_tails.cpp).
-  cpu::layernorm_backward(dy_data, x_data, gamma_data, mean_data, rstd_data, dx_data, d_gamma_data,
-                          d_beta_data, rows, d);
-  cpu::dropout_apply(dx_data, d_branch_data, rows * d, p, key);
-  cpu::accumulate_column_sums(d_branch_data, rows, d, d_branch_bias_data);
+  branch_tail_on_cpu(op, dy, x, gamma, mean, rstd, nullptr, dx, d_gamma, d_beta, d_branch, p, key,
+                     d_branch_bias);
 }
 
 void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
@@ -185,28 +190,12 @@ void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, cons
   // Shapes, devices, dx apart from dy, dx the residual or apart from it (layernorm_backward_add's).
   check_backward(op, dy, x, gamma, mean, rstd, &residual, dx, d_gamma, d_beta);
   check_branch_tail(op, dy, x, &residual, dx, d_branch, p, d_branch_bias);
-  const int64_t rows = x.dim(0), d = x.dim(1);
   if (detail::call_device({&dy, &x, &gamma, &mean, &rstd, &residual, &dx, &d_gamma, &d_beta,
                            &d_branch, &d_branch_bias}) == Device::cuda)
     return cuda::layernorm_backward_add_dropout_bias(
         dy, x, gamma, mean, rstd, residual, dx, d_gamma, d_beta, d_branch, p, key, d_branch_bias);
-  // Every dtype and data check before the first write.
-  const float* dy_data = detail::cpu_f32(op, "dy", dy);
-  const float* x_data = detail::cpu_f32(op, "x", x);
-  const float* gamma_data = detail::cpu_f32(op, "gamma", gamma);
-  const float* mean_data = detail::cpu_f32(op, "mean", mean);
-  const float* rstd_data = detail::cpu_f32(op, "rstd", rstd);
-  const float* residual_data = detail::cpu_f32(op, "residual", residual);
-  float* dx_data = detail::cpu_f32(op, "dx", dx);
-  float* d_gamma_data = detail::cpu_f32(op, "d_gamma", d_gamma);
-  float* d_beta_data = detail::cpu_f32(op, "d_beta", d_beta);
-  float* d_branch_data = detail::cpu_f32(op, "d_branch", d_branch);
-  float* d_branch_bias_data = detail::cpu_f32(op, "d_branch_bias", d_branch_bias);
-  // layernorm_backward_add, then dropout_backward_bias's two steps (bias_grad_tails.cpp).
-  cpu::layernorm_backward_add(dy_data, x_data, gamma_data, mean_data, rstd_data, residual_data,
-                              dx_data, d_gamma_data, d_beta_data, rows, d);
-  cpu::dropout_apply(dx_data, d_branch_data, rows * d, p, key);
-  cpu::accumulate_column_sums(d_branch_data, rows, d, d_branch_bias_data);
+  branch_tail_on_cpu(op, dy, x, gamma, mean, rstd, &residual, dx, d_gamma, d_beta, d_branch, p, key,
+                     d_branch_bias);
 }
 
 }  // namespace nmt

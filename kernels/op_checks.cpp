@@ -113,6 +113,20 @@ void require_disjoint_or_same(const char* op, const char* name, const Tensor& t,
     fail_overlap(op, name, t, other_name, other, " (it may be the very same memory)");
 }
 
+void require_branch_tail_apart(const char* op, const Tensor& dy, const Tensor& x,
+                               const Tensor* residual, const Tensor& dx, const Tensor& d_branch,
+                               const Tensor& d_branch_bias) {
+  if (residual == nullptr) require_disjoint_or_same(op, "dx", dx, "dy", dy);
+  require_disjoint(op, "dx", dx, "x", x);
+  require_disjoint(op, "d_branch", d_branch, "dy", dy);
+  require_disjoint(op, "d_branch", d_branch, "x", x);
+  require_disjoint(op, "d_branch", d_branch, "dx", dx);
+  if (residual != nullptr) require_disjoint(op, "d_branch", d_branch, "residual", *residual);
+  require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
+  require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
+  require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
+}
+
 void require_cuda(const char* op, const char* name, const Tensor& t) {
   if (!t.empty() && t.device != Device::cuda)
     fail(op, std::string(name) + " " + t.shape_string() + " must be on the GPU");

@@ -53,6 +53,13 @@ void require_disjoint(const char* op, const char* name, const Tensor& t, const c
 // elementwise output written over its input.
 void require_disjoint_or_same(const char* op, const char* name, const Tensor& t,
                               const char* other_name, const Tensor& other);
+// The overlaps the LayerNorm backward's dropout-bias tails forbid (layernorm_backward_dropout_bias
+// and _add_dropout_bias, their dispatch and their CUDA entry): without a residual dx may be dy
+// itself; dx apart from x; d_branch apart from dy, x, dx (and the residual); d_branch_bias apart
+// from dy, dx and d_branch.
+void require_branch_tail_apart(const char* op, const Tensor& dy, const Tensor& x,
+                               const Tensor* residual, const Tensor& dx, const Tensor& d_branch,
+                               const Tensor& d_branch_bias);
 // Throws std::invalid_argument unless `t` is empty or lives on the GPU.
 void require_cuda(const char* op, const char* name, const Tensor& t);
 

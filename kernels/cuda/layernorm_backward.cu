@@ -486,16 +486,7 @@ void check_branch_tail(const char* op, const Tensor& dy, const Tensor& x, const 
   detail::require_dtype(op, "d_branch_bias", d_branch_bias, DType::f32);
   detail::require_dropout_p(op, p);
   detail::require_on_gpu(op, {{"d_branch", &d_branch}, {"d_branch_bias", &d_branch_bias}});
-  if (residual == nullptr) detail::require_disjoint_or_same(op, "dx", dx, "dy", dy);
-  detail::require_disjoint(op, "dx", dx, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dy", dy);
-  detail::require_disjoint(op, "d_branch", d_branch, "x", x);
-  detail::require_disjoint(op, "d_branch", d_branch, "dx", dx);
-  if (residual != nullptr)
-    detail::require_disjoint(op, "d_branch", d_branch, "residual", *residual);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dy", dy);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "dx", dx);
-  detail::require_disjoint(op, "d_branch_bias", d_branch_bias, "d_branch", d_branch);
+  detail::require_branch_tail_apart(op, dy, x, residual, dx, d_branch, d_branch_bias);
 }
 
 // The tails' tensors: residual for BackwardTail::add_residual; d_branch, p, key and d_branch_bias
