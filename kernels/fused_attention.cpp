@@ -75,6 +75,21 @@ void check_keep_bits(const char* op, const Tensor& keep_bits, const AttentionSha
     throw std::invalid_argument(std::string(op) + ": keep_bits must be on the device of q");
 }
 
+// Each of bias_grads: empty, or [heads * head_dim] f32 on `device`.
+void check_bias_grads(const char* op, const AttentionBiasGrads& bias_grads,
+                      const AttentionShape& shape, Device device) {
+  auto check = [&](const char* name, const Tensor& bias) {
+    if (bias.empty()) return;
+    check_shape(op, name, bias, {shape.heads * shape.head_dim});
+    detail::require_dtype(op, name, bias, DType::f32);
+    if (bias.device != device)
+      throw std::invalid_argument(std::string(op) + ": " + name + " must be on the device of q");
+  };
+  check("bias_grads.q", bias_grads.q);
+  check("bias_grads.k", bias_grads.k);
+  check("bias_grads.v", bias_grads.v);
+}
+
 }  // namespace
 
 bool fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
@@ -105,10 +120,10 @@ bool fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
   return false;  // the CPU reference draws the decisions again in backward
 }
 
-void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
+bool fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
                               const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
                               const AttentionShape& shape, float dropout_p, const RngKey& key,
-                              const Tensor& keep_bits) {
+                              const Tensor& keep_bits, const AttentionBiasGrads& bias_grads) {
   constexpr const char* op = "fused_attention_backward";
   detail::check_attention_shape(op, shape, dropout_p);
   const DType dtype = in.q.dtype;
@@ -135,13 +150,14 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
   check_same_device(
       op, {&d_out, &in.q, &in.k, &in.v, &out, &lse, &kv_lengths, &grads.q, &grads.k, &grads.v});
   check_keep_bits(op, keep_bits, shape, in.q.device);
-  if (shape.batch == 0) return;
+  check_bias_grads(op, bias_grads, shape, in.q.device);
+  if (shape.batch == 0) return false;  // no rows: the column sums are 0
   const Device device = detail::call_device(
       {&d_out, &in.q, &in.k, &in.v, &out, &lse, &kv_lengths, &grads.q, &grads.k, &grads.v});
   require_supported(op, device, dtype, shape.head_dim);
   if (device == Device::cuda)
     return cuda::fused_attention_backward(d_out, in, out, lse, kv_lengths, grads, shape, dropout_p,
-                                          key, keep_bits);
+                                          key, keep_bits, bias_grads);
   cpu::fused_attention_backward(
       detail::cpu_f32(op, "d_out", d_out), cpu_columns(op, "q", in.q, in.q_col),
       cpu_columns(op, "k", in.k, in.k_col), cpu_columns(op, "v", in.v, in.v_col),
@@ -149,6 +165,7 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
       cpu_mutable_columns(op, "dq", grads.q, grads.q_col),
       cpu_mutable_columns(op, "dk", grads.k, grads.k_col),
       cpu_mutable_columns(op, "dv", grads.v, grads.v_col), shape, dropout_p, key);
+  return false;  // the reference leaves the bias gradients to the caller
 }
 
 }  // namespace nmt

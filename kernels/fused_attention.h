@@ -61,16 +61,30 @@ bool fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengt
                              Tensor& lse, const AttentionShape& shape, float dropout_p,
                              const RngKey& key, const Tensor& keep_bits = Tensor());
 
+// The q, k and v projections' bias gradients, for backward to add its gradients' column sums to.
+struct AttentionBiasGrads {
+  Tensor q, k, v;  // each empty (skipped) or [heads * head_dim] f32 on q's device, added to (+=)
+};
+
 // d_out, out: [batch*q_len, heads*head_dim] (out and lse from the forward with the same arguments).
 // grads: dq, dk, dv shaped exactly like in.q, in.k, in.v with the same column offsets (grads.q_col
 // must equal in.q_col, and so on), so one fused [rows, 3*heads*dh] buffer can take all three.
 // Their heads' columns are written (=); other columns are left untouched. Deterministic: no
 // atomics. keep_bits: empty (the keep decisions are drawn again), or what a forward with the same
 // arguments stored and returned true for; the gradients are the same bits either way.
-void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
+// bias_grads: see AttentionBiasGrads. Returns true when it added to each non-empty one the column
+// sums of its gradient's heads over all rows (bias_grads.q[j] += Σ_row dq[row, q_col + j], j <
+// heads*head_dim, over the batch*q_len rows; k and v likewise over the batch*kv_len rows), as
+// linear_backward's db would. Only the CUDA short-sentence wgmma kernel does (q_len and kv_len
+// <= 64, head_dim 64, 16-byte aligned rows, Hopper): it sums the gradient tiles it has staged for
+// their stores, sparing the caller a second read of them, deterministically (fixed order, no
+// atomics). Elsewhere (and when every one is empty) it returns false and leaves them untouched:
+// the caller then sums the columns itself.
+bool fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
                               const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
                               const AttentionShape& shape, float dropout_p, const RngKey& key,
-                              const Tensor& keep_bits = Tensor());
+                              const Tensor& keep_bits = Tensor(),
+                              const AttentionBiasGrads& bias_grads = {});
 
 // Whether the fused op runs for these tensors: on the CPU f32 with any head_dim; on CUDA bf16 or
 // f16 with head_dim 64 or 128. Callers fall back to attention_forward / attention_backward.

@@ -180,31 +180,39 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
 
   AttentionOperands in = projections(proj_, q_rows, kv_rows, fused_);
   AttentionOperands grads = projections(ws.a_proj, q_rows, kv_rows, fused_);
+  bool biases_summed = false;
   if (fused_) {
     Tensor lse = lse_.view({att_.batch, att_.heads, att_.q_len});
     const Tensor keep_bits =
         kept_bits_ ? keep_bits_.view({fused_attention_keep_bits_words(att_)}) : Tensor();
-    fused_attention_backward(d_ctx, in, c, lse, kv_lengths_, grads, att_, p_, key_, keep_bits);
+    // The members' gradients are the q | k | v (or k | v) slices of the joined in_b_->grad
+    // (ParamStore lays a group's members out back to back). Where the kernel can, it adds the
+    // gradients' column sums into them from the tiles it stages anyway, and says so.
+    const AttentionBiasGrads bias_grads{q_b_->grad, k_b_->grad, v_b_->grad};
+    biases_summed = fused_attention_backward(d_ctx, in, c, lse, kv_lengths_, grads, att_, p_, key_,
+                                             keep_bits, bias_grads);
   } else {
     Tensor probs = probs_.view({att_.batch, att_.heads, att_.q_len, att_.kv_len});
     attention_backward(d_ctx, in.q, in.k, in.v, probs, kv_lengths_, grads.q, grads.k, grads.v, att_,
                        p_, key_);
   }
-  project_backward(grads, d_xq, d_xkv, d_xq_write);
+  project_backward(grads, d_xq, d_xkv, d_xq_write, biases_summed);
 }
 
 void AttentionBlock::project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv,
-                                      DxWrite d_xq_write) {
+                                      DxWrite d_xq_write, bool biases_summed) {
   if (self_attention() && d_xq.data != d_xkv.data)
     throw std::logic_error("self-attention backward: d_xq and d_xkv must be one tensor");
-  Tensor in_dw = in_w_->grad, in_db = in_b_->grad;
+  // Biases already summed: an empty db makes linear_backward skip its column sums.
+  Tensor in_dw = in_w_->grad, in_db = biases_summed ? Tensor() : in_b_->grad;
+  Tensor q_db = biases_summed ? Tensor() : q_b_->grad;
   if (fused_ && self_attention()) {  // one GEMM sums the q, k and v paths
     linear_backward(grads.q, xq_, in_w_->compute, d_xq, in_dw, in_db, d_xq_write);
     return;
   }
   // d_xq first (= or +=), then the key and value paths (+=, each product adding into d_xkv):
   // correct also when d_xq aliases d_xkv.
-  linear_backward(grads.q, xq_, q_w_->compute, d_xq, q_w_->grad, q_b_->grad, d_xq_write);
+  linear_backward(grads.q, xq_, q_w_->compute, d_xq, q_w_->grad, q_db, d_xq_write);
   if (fused_) {  // one GEMM for the key and value paths
     linear_backward(grads.k, xkv_, in_w_->compute, d_xkv, in_dw, in_db, DxWrite::add);
     return;

@@ -8,7 +8,8 @@
 // kernels/fused_attention.h), training projects with one GEMM per input through them: one
 // [rows, 3d] output that the fused kernels read column by column (k | v for cross-attention).
 // Backward is one GEMM per input as well, so the three input-gradient paths are summed inside it
-// instead of by separate adds.
+// instead of by separate adds. Where the fused backward sums the q, k, v bias gradients itself
+// (CUDA, short sentences: from the gradient tiles it stages), those GEMMs skip the column sums.
 #pragma once
 
 #include <string>
@@ -84,8 +85,10 @@ class AttentionBlock {
   // Forward's projections of xq and xkv into p (laid out by projections(.., fused_)).
   void project(const Tensor& xq, const Tensor& xkv, AttentionOperands& p);
   // Backward's: the gradients `grads` of the projections back to d_xq (= or +=, d_xq_write) and
-  // d_xkv (+=).
-  void project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv, DxWrite d_xq_write);
+  // d_xkv (+=); the q, k, v bias gradients too unless biases_summed (the fused backward added
+  // them already).
+  void project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv, DxWrite d_xq_write,
+                        bool biases_summed);
 
   ModelShape shape_;
   AttentionKind kind_;

@@ -3,8 +3,9 @@
 // lengths 1..512 that are not multiples of the tile, ragged and empty sentences, causal and cross
 // attention, dropout, head_dim 64 and 128, bf16 and f16, fused-KV, fused-QKV and unaligned
 // layouts.
-// Also: padded keys holding NaN are never read, backward is bit-for-bit deterministic, and the
-// dropout keep bits forward stores for backward are the mask, giving the same bits as drawing it.
+// Also: padded keys holding NaN are never read, backward is bit-for-bit deterministic, the
+// dropout keep bits forward stores for backward are the mask, giving the same bits as drawing it,
+// and the q, k, v bias gradients the short-sentence backward adds are the gradients' column sums.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -32,16 +33,17 @@ struct Case {
   std::vector<int32_t> lengths;  // [batch]
 };
 
+// Ragged lengths of `batch` sentences up to `len`, some empty.
+std::vector<int32_t> ragged(int64_t batch, int64_t len) {
+  std::vector<int32_t> lengths(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i)
+    lengths[static_cast<size_t>(i)] = static_cast<int32_t>(i % 11 == 5 ? 0 : len - (i * 7) % len);
+  return lengths;
+}
+
 std::vector<Case> cases() {
   auto shape = [](int64_t b, int64_t t, int64_t s, int64_t h, int64_t d, bool causal) {
     return AttentionShape{b, t, s, h, d, causal};
-  };
-  // Ragged lengths of `batch` sentences up to `len`, some empty.
-  auto ragged = [](int64_t batch, int64_t len) {
-    std::vector<int32_t> lengths(static_cast<size_t>(batch));
-    for (int64_t i = 0; i < batch; ++i)
-      lengths[static_cast<size_t>(i)] = static_cast<int32_t>(i % 11 == 5 ? 0 : len - (i * 7) % len);
-    return lengths;
   };
   return {
       // More (sentence, head) items than the GPU holds blocks: the persistent short kernels
@@ -164,6 +166,8 @@ struct FusedResult {
   bool untouched = true;
   bool kept_bits = false;      // forward stored the keep bits (only asked with keep_bits)
   std::vector<uint32_t> bits;  // what it stored
+  bool biases_summed = false;  // backward added to the bias gradients (only asked with bias_grads)
+  Dense bias_grads;            // [heads * head_dim] each after backward; those given only
 };
 
 // How run_fused treats the dropout keep bits: none given (drawn again in backward), given to
@@ -171,9 +175,12 @@ struct FusedResult {
 // dropped: a backward that reads them gives dV = 0).
 enum class Bits { drawn, kept, zeroed };
 
-// Runs the fused op on the GPU in `dtype` with the operands placed per `layout`.
+// Runs the fused op on the GPU in `dtype` with the operands placed per `layout`; with bias_grads
+// (their initial values, [heads * head_dim] f32 each, empty for one not given), backward is given
+// bias gradients to add the column sums to.
 FusedResult run_fused(const Dense& in, const std::vector<float>& d_out, const Case& c, DType dtype,
-                      float p, Layout layout, Bits bits = Bits::drawn) {
+                      float p, Layout layout, Bits bits = Bits::drawn,
+                      const Dense* bias_grads = nullptr) {
   const AttentionShape& s = c.shape;
   const Placement at(layout, s);
   std::vector<float> wide_q(at.q_rows * at.q_total, NAN), wide_kv(at.kv_rows * at.kv_total, NAN);
@@ -201,8 +208,24 @@ FusedResult run_fused(const Dense& in, const std::vector<float>& d_out, const Ca
             g_dkv = gpu_poisoned({at.kv_rows, at.kv_total}, dtype);
   const Tensor& dq_view = at.one_buffer() ? g_dkv.view : g_dq.view;
   AttentionOperands grads{dq_view, g_dkv.view, g_dkv.view, at.q_col, at.k_col, at.v_col};
-  fused_attention_backward(g_do.view, operands, g_out.view, g_lse.view, g_len.view, grads, s, p,
-                           kKey, r.kept_bits ? g_bits.view : Tensor());
+  GpuTensor g_bias_q, g_bias_k, g_bias_v;
+  AttentionBiasGrads bias_views;
+  auto give_bias = [&](const std::vector<float>& init, GpuTensor& g, Tensor& view) {
+    if (init.empty()) return;
+    g = upload(init, {at.width}, DType::f32);
+    view = g.view;
+  };
+  if (bias_grads != nullptr) {
+    give_bias(bias_grads->q, g_bias_q, bias_views.q);
+    give_bias(bias_grads->k, g_bias_k, bias_views.k);
+    give_bias(bias_grads->v, g_bias_v, bias_views.v);
+  }
+  r.biases_summed =
+      fused_attention_backward(g_do.view, operands, g_out.view, g_lse.view, g_len.view, grads, s, p,
+                               kKey, r.kept_bits ? g_bits.view : Tensor(), bias_views);
+  if (!bias_views.q.empty()) r.bias_grads.q = download(bias_views.q);
+  if (!bias_views.k.empty()) r.bias_grads.k = download(bias_views.k);
+  if (!bias_views.v.empty()) r.bias_grads.v = download(bias_views.v);
   if (r.kept_bits) {
     r.bits.resize(static_cast<size_t>(words));
     CUDA_CHECK(
@@ -430,6 +453,92 @@ TEST_CASE("cuda fused attention keeps the dropout mask for backward: the same bi
       if (s.batch * s.q_len * s.kv_len > 64) CHECK_FALSE(all_zero(drawn.dv));
     }
   }
+}
+
+// Columns j of a bias gradient `got` ([width]) that differ from init[j] + Σ_row grads[row, j]
+// (summed in double over the [rows, width] gradient) by more than f32 summation's rounding,
+// 1e-5 * (1 + Σ|x|).
+size_t bias_sum_mismatches(const std::vector<float>& got, const std::vector<float>& init,
+                           const std::vector<float>& grads, int64_t width) {
+  if (got.size() != static_cast<size_t>(width)) return static_cast<size_t>(width);
+  size_t wrong = 0;
+  for (int64_t j = 0; j < width; ++j) {
+    double sum = init[static_cast<size_t>(j)], magnitude = std::fabs(sum);
+    for (size_t i = static_cast<size_t>(j); i < grads.size(); i += static_cast<size_t>(width)) {
+      sum += grads[i];
+      magnitude += std::fabs(grads[i]);
+    }
+    const double error = std::fabs(got[static_cast<size_t>(j)] - sum);
+    wrong += error <= 1e-5 * (1.0 + magnitude) ? 0 : 1;  // NaN counts as wrong
+  }
+  return wrong;
+}
+
+TEST_CASE("cuda fused attention backward adds the bias gradients where the short wgmma runs",
+          "[cuda][fused_attention]") {
+  // Where the short-sentence wgmma backward runs (q_len, kv_len <= 64, head_dim 64, 16-byte
+  // rows), it adds the column sums of dQ, dK, dV to the bias gradients and returns true;
+  // elsewhere it returns false and leaves them alone. Either way dQ, dK, dV keep their bits.
+  struct BiasCase {
+    Case c;
+    Layout layout;
+    bool summed;
+  };
+  const bool hopper = cuda::flash::wgmma_kernels_usable();
+  const std::vector<BiasCase> all = {
+      {{{4, 64, 64, 8, 64, false}, {64, 50, 0, 17}}, Layout::fused_qkv, true},   // an empty one
+      {{{3, 37, 37, 2, 64, true}, {37, 1, 30}}, Layout::fused_qkv, true},        // causal, odd
+      {{{100, 37, 45, 8, 64, false}, ragged(100, 45)}, Layout::fused_kv, true},  // cross
+      // More sentences than the sums' kernel stages at once (kSumChunk, 128).
+      {{{150, 7, 33, 2, 64, false}, ragged(150, 33)}, Layout::fused_kv, true},
+      {{{3, 1, 1, 1, 64, false}, {1, 0, 1}}, Layout::fused_kv, true},    // kv_len 1
+      {{{2, 5, 1, 2, 64, true}, {1, 1}}, Layout::fused_kv, true},        // kv_len 1, causal
+      {{{2, 64, 64, 8, 64, true}, {64, 50}}, Layout::unaligned, false},  // scalar path
+      {{{2, 65, 65, 2, 64, true}, {65, 20}}, Layout::fused_qkv, false},  // two tiles
+      {{{2, 33, 17, 1, 128, false}, {17, 0}}, Layout::fused_kv, false},  // head_dim 128
+  };
+  for (size_t i = 0; i < all.size(); ++i)
+    for (float p : {0.0f, 0.2f}) {
+      const BiasCase& bc = all[i];
+      const AttentionShape& s = bc.c.shape;
+      INFO("batch " << s.batch << " q_len " << s.q_len << " kv_len " << s.kv_len << " head_dim "
+                    << s.head_dim << " causal " << s.causal << " dropout " << p << " layout "
+                    << layout_name(bc.layout));
+      const DType dtype = DType::bf16;
+      const int64_t width = s.heads * s.head_dim;
+      const Dense in = random_inputs(s, 800 + i, dtype);
+      const std::vector<float> d_out =
+          rounded(random_floats(s.batch * s.q_len * width, 900 + i), dtype);
+      const Dense init{random_floats(width, 950 + i), random_floats(width, 960 + i),
+                       random_floats(width, 970 + i)};
+      const Dense without_k{init.q, {}, init.v};
+      const FusedResult plain = run_fused(in, d_out, bc.c, dtype, p, bc.layout, Bits::kept);
+      const FusedResult with = run_fused(in, d_out, bc.c, dtype, p, bc.layout, Bits::kept, &init);
+      const FusedResult again = run_fused(in, d_out, bc.c, dtype, p, bc.layout, Bits::kept, &init);
+      const FusedResult some =
+          run_fused(in, d_out, bc.c, dtype, p, bc.layout, Bits::kept, &without_k);
+      const bool summed = bc.summed && hopper;
+      CHECK_FALSE(plain.biases_summed);
+      CHECK(with.biases_summed == summed);
+      CHECK(some.biases_summed == summed);
+      check_identical("dq", with.dq, plain.dq);
+      check_identical("dk", with.dk, plain.dk);
+      check_identical("dv", with.dv, plain.dv);
+      check_identical("bias q twice", with.bias_grads.q, again.bias_grads.q);
+      check_identical("bias k twice", with.bias_grads.k, again.bias_grads.k);
+      check_identical("bias v twice", with.bias_grads.v, again.bias_grads.v);
+      check_identical("bias q without k", some.bias_grads.q, with.bias_grads.q);
+      check_identical("bias v without k", some.bias_grads.v, with.bias_grads.v);
+      if (summed) {
+        CHECK(bias_sum_mismatches(with.bias_grads.q, init.q, with.dq, width) == 0);
+        CHECK(bias_sum_mismatches(with.bias_grads.k, init.k, with.dk, width) == 0);
+        CHECK(bias_sum_mismatches(with.bias_grads.v, init.v, with.dv, width) == 0);
+      } else {
+        check_identical("bias q untouched", with.bias_grads.q, init.q);
+        check_identical("bias k untouched", with.bias_grads.k, init.k);
+        check_identical("bias v untouched", with.bias_grads.v, init.v);
+      }
+    }
 }
 
 TEST_CASE("cuda fused attention reports what it supports", "[cuda][fused_attention]") {

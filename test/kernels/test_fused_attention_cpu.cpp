@@ -297,3 +297,43 @@ TEST_CASE("fused attention names bad arguments", "[fused_attention][errors]") {
   CHECK(fused_attention_supported(Device::cpu, DType::f32, 5));
   CHECK_FALSE(fused_attention_supported(Device::cpu, DType::bf16, 64));
 }
+
+TEST_CASE("fused attention backward checks its bias gradients; the CPU leaves them to the caller",
+          "[fused_attention][errors]") {
+  const AttentionShape s{2, 3, 4, 2, 3, false};  // heads * head_dim = 6
+  const std::vector<float> q = random_uniform(6 * 8, 40), kv = random_uniform(8 * 12, 41),
+                           d_out = random_uniform(6 * 6, 42);
+  std::vector<float> out(6 * 6), lse(2 * 2 * 3), grads_q(6 * 8), grads_kv(8 * 12);
+  const std::vector<int32_t> lengths{4, 2};
+  const AttentionOperands in{view(q, {6, 8}), view(kv, {8, 12}), view(kv, {8, 12}), 2, 0, 6};
+  Tensor out_view = view(out, {6, 6}), lse_view = view(lse, {2, 2, 3});
+  fused_attention_forward(in, view(lengths, {2}), out_view, lse_view, s, 0.0f, kKey);
+  AttentionOperands grads{
+      view(grads_q, {6, 8}), view(grads_kv, {8, 12}), view(grads_kv, {8, 12}), 2, 0, 6};
+  auto backward = [&](const AttentionBiasGrads& bias_grads) {
+    return fused_attention_backward(view(d_out, {6, 6}), in, out_view, lse_view, view(lengths, {2}),
+                                    grads, s, 0.0f, kKey, Tensor(), bias_grads);
+  };
+  auto message_of = [&](const AttentionBiasGrads& bias_grads) {
+    return invalid_argument_message([&] { backward(bias_grads); });
+  };
+  const std::vector<float> bias_q(6, 1.5f), bias_k(6, 2.5f), five(5), matrix(6);
+  const std::vector<int32_t> ints(6);
+  CHECK(message_of({view(bias_q, {6}), view(bias_k, {6}), Tensor()}).empty());
+  CHECK(message_of({Tensor(), Tensor(), view(five, {5})})
+            .find("fused_attention_backward: bias_grads.v has shape [5]") != std::string::npos);
+  CHECK(message_of({view(matrix, {2, 3}), Tensor(), Tensor()})
+            .find("fused_attention_backward: bias_grads.q has shape [2, 3]") != std::string::npos);
+  CHECK(message_of({Tensor(), view(ints, {6}), Tensor()})
+            .find("fused_attention_backward: bias_grads.k must be f32") != std::string::npos);
+  // Labelled as GPU memory (never dereferenced: the check throws first).
+  const Tensor elsewhere(const_cast<float*>(bias_q.data()), DType::f32, Device::cuda, {6});
+  CHECK(message_of({elsewhere, Tensor(), Tensor()})
+            .find("fused_attention_backward: bias_grads.q must be on the device of q") !=
+        std::string::npos);
+  // The CPU reference never sums them: false, and the values are what they were.
+  std::vector<float> db_q = bias_q, db_k = bias_k;
+  CHECK_FALSE(backward({view(db_q, {6}), view(db_k, {6}), Tensor()}));
+  CHECK(db_q == bias_q);
+  CHECK(db_k == bias_k);
+}

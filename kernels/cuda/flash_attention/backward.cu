@@ -174,13 +174,13 @@ void launch_backward_delta(DType dtype, int head_dim, const Params& p, cudaStrea
 
 namespace nmt::cuda {
 
-void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
+bool fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
                               const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
                               const AttentionShape& shape, float dropout_p, const RngKey& key,
-                              const Tensor& keep_bits) {
+                              const Tensor& keep_bits, const AttentionBiasGrads& bias_grads) {
   constexpr const char* op = "fused_attention_backward";
   flash::require_supported(op, in.q.dtype, shape);
-  if (shape.batch == 0 || (shape.q_len == 0 && shape.kv_len == 0)) return;
+  if (shape.batch == 0 || (shape.q_len == 0 && shape.kv_len == 0)) return false;
   flash::Params p = flash::make_params(in, kv_lengths, shape, dropout_p, key);
   p.out = out.data;
   p.out_stride = out.dim(1);
@@ -204,12 +204,14 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
   // kv_len <= 64: one key tile per (sentence, head), which then also writes dQ and needs no delta.
   if (head_dim == 64 && shape.q_len > 0 && shape.q_len <= flash::kTile && shape.kv_len > 0 &&
       shape.kv_len <= flash::kTile) {
-    if (!(p.vector_io && flash::wgmma_kernels_usable()))
-      return flash::launch_backward_short(dtype, p, stream);
+    if (!(p.vector_io && flash::wgmma_kernels_usable())) {
+      flash::launch_backward_short(dtype, p, stream);
+      return false;
+    }
     // The forward that stored keep bits ran the short wgmma kernel for these operands too.
     if (dropout_p > 0.0f && !keep_bits.empty())
       p.keep_bits = static_cast<uint32_t*>(keep_bits.data);
-    return flash::launch_backward_short_wgmma(dtype, p, stream);
+    return flash::launch_backward_short_wgmma(dtype, p, bias_grads, stream);
   }
   const bool fuse_dq = shape.kv_len > 0 && shape.kv_len <= flash::kTile;
   // Long sequences on Hopper: the warpgroup-MMA kernels (they need 16-byte aligned rows).
@@ -223,7 +225,7 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
     // dQ first: besides dQ it computes delta, which the dK/dV kernel reads.
     if (shape.q_len > 0) flash::launch_backward_dq_wgmma(dtype, head_dim, p, stream);
     if (shape.kv_len > 0) flash::launch_backward_dkdv_wgmma(dtype, head_dim, p, stream);
-    return;
+    return false;
   }
   if (shape.kv_len > 0)
     flash::dispatch(dtype, head_dim, [&](auto type_tag, auto dim_tag) {
@@ -235,6 +237,7 @@ void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
         flash::launch_dkdv<T, D, false>(p, stream);
     });
   if (shape.q_len > 0 && !fuse_dq) flash::launch_backward_dq(dtype, head_dim, p, stream);
+  return false;
 }
 
 }  // namespace nmt::cuda

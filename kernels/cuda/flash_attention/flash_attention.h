@@ -11,14 +11,15 @@ namespace nmt::cuda {
 
 // Same contracts as nmt::fused_attention_forward / _backward; work goes on the current stream.
 // keep_bits (empty, or checked by the dispatch): the short-sentence wgmma kernels (head_dim 64)
-// store the dropout keep decisions there in forward and read them in backward.
+// store the dropout keep decisions there in forward and read them in backward. bias_grads (checked
+// by the dispatch): the short-sentence wgmma backward adds the gradients' column sums into them.
 bool fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
                              Tensor& lse, const AttentionShape& shape, float dropout_p,
                              const RngKey& key, const Tensor& keep_bits);
-void fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
+bool fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
                               const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
                               const AttentionShape& shape, float dropout_p, const RngKey& key,
-                              const Tensor& keep_bits);
+                              const Tensor& keep_bits, const AttentionBiasGrads& bias_grads);
 
 // bf16 or f16 with head_dim 64 or 128.
 bool fused_attention_supported(DType dtype, int64_t head_dim);

@@ -127,9 +127,11 @@ void launch_backward_short(DType dtype, const Params& p, cudaStream_t stream);
 // (forward_wgmma.cu).
 void launch_forward_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
 // The short-sentence forward and backward (head_dim 64) on wgmma; need p.vector_io and
-// wgmma_kernels_usable() (short_wgmma.cu).
+// wgmma_kernels_usable() (short_wgmma.cu). The backward also adds its gradients' column sums to
+// the non-empty bias_grads (checked by the dispatch) and returns whether there were any.
 void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
-void launch_backward_short_wgmma(DType dtype, const Params& p, cudaStream_t stream);
+bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads& bias_grads,
+                                 cudaStream_t stream);
 // dQ for every query tile, looping over key tiles (backward_dq.cu).
 void launch_backward_dq(DType dtype, int head_dim, const Params& p, cudaStream_t stream);
 // The warpgroup-MMA (sm_90a) kernels for kv_len > 64 (backward_wgmma.cu), for

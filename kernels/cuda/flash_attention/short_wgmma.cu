@@ -7,10 +7,14 @@
 // through shared memory, delta comes from the staged out tile). Deterministic: no atomics.
 // With dropout and p.keep_bits, the forward also stores its keep mask as bits (64 a query row) and
 // the backward loads them with the item's tiles instead of drawing the Philox numbers again.
+// Given bias gradients, the backward also sums the columns of the dQ, dK, dV tiles it has staged
+// for their stores (one partial sum per item and column), and a second small kernel adds the
+// sentences' partials to the bias gradients in sentence order.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/flash_attention/common.cuh"
 #include "kernels/cuda/flash_attention/launch.cuh"
 #include "kernels/cuda/flash_attention/traits_short_wgmma.h"
+#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace nmt::cuda::flash {
@@ -47,6 +51,41 @@ __device__ __forceinline__ void expand_keep_bits(uint8_t* keep, const uint32_t* 
     const uint32_t nibble = word >> (4 * j);
     bytes[j] = (nibble & 1u) | ((nibble >> 1 & 1u) << 8) | ((nibble >> 2 & 1u) << 16) |
                ((nibble >> 3 & 1u) << 24);
+  }
+}
+
+// Column sums of an item's staged dQ, dK, dV tiles ([64][64] swizzled, rows past q_len or kv_len
+// not counted) into p.bias_partials[item][operand][column], each in one fixed order so the bits
+// never change: thread t sums column t % 64 over rows 32 * (t / 64) .. + 31 in row order, and the
+// first half adds the second half's sum (passed through s_halves, [kBiasOperands][64] f32) to its
+// own. Called by the whole block once every warp's rows are staged.
+template <typename T>
+__device__ __forceinline__ void store_bias_partials(const Params& p, const T* s_dq, const T* s_dk,
+                                                    const T* s_dv, float* s_halves, int item) {
+  const int column = threadIdx.x % 64, half = threadIdx.x / 64;
+  const T* tiles[kBiasOperands] = {s_dq, s_dk, s_dv};
+  const int rows[kBiasOperands] = {p.q_len, p.kv_len, p.kv_len};
+  float sums[kBiasOperands];
+#pragma unroll
+  for (int o = 0; o < kBiasOperands; ++o) {
+    float sum = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < 32; ++i) {  // a fixed count, unrolled: the loads issue ahead of the adds
+      const int row = 32 * half + i;
+      if (row < rows[o]) sum += to_float(tiles[o][wgmma::swizzled_offset(row, column)]);
+    }
+    sums[o] = sum;
+  }
+  if (half == 1) {
+#pragma unroll
+    for (int o = 0; o < kBiasOperands; ++o) s_halves[o * 64 + column] = sums[o];
+  }
+  __syncthreads();  // the second halves' sums are in s_halves
+  if (half == 0) {
+    float* partials = p.bias_partials + static_cast<int64_t>(item) * kBiasOperands * 64;
+#pragma unroll
+    for (int o = 0; o < kBiasOperands; ++o)
+      partials[o * 64 + column] = sums[o] + s_halves[o * 64 + column];
   }
 }
 
@@ -154,6 +193,7 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
   float* s_delta = s_lse + 2 * kTile;                                     // [kTile]
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_delta + kTile);          // [query][key]
   uint32_t* s_bits = reinterpret_cast<uint32_t*>(s_keep + kTile * kMaskStride);  // [2][kTile][2]
+  float* s_halves = reinterpret_cast<float*>(s_bits + 2 * kTile * 2);  // [kBiasOperands][64]
   const bool saved_bits = p.dropout_p > 0.0f && p.keep_bits != nullptr;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   auto load_item = [&](int item, int stage, int length) {
@@ -304,7 +344,60 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
                             p.q_len, warp, lane);
     wgmma::store_rows<T, D>(static_cast<T*>(p.dk) + kv_row0 * p.dk_stride + h * D, p.dk_stride, s_k,
                             p.kv_len, warp, lane);
+    if (p.bias_partials != nullptr) {
+      // The staged rows are the stored values, so their sums are the stored gradients' sums. The
+      // loop's closing barrier keeps the next prefetch off these tiles until the sums are done.
+      __syncthreads();  // every warp's dQ and dK rows staged (its dV rows were before the last)
+      store_bias_partials<T>(p, s_do, s_k, s_v, s_halves, item);
+    }
   });
+}
+
+// The q, k, v bias gradients ([heads * 64] f32 each), nullptr for one to skip.
+struct BiasGradPointers {
+  float* grad[kBiasOperands];
+};
+
+constexpr int kSumWarps = 8;     // warps of a sum_bias_partials_kernel block
+constexpr int kSumChunk = 128;   // sentences' partials it stages at a time
+constexpr int kSumColumns = 32;  // columns of one operand it sums, one a lane
+
+// bias.grad[o][h * 64 + c] += Σ_b p.bias_partials[b * heads + h][o][c], summed in sentence order
+// (fixed, so the bits never change), for the kSumColumns columns blockIdx.x of operand
+// o = blockIdx.y. The block's warps stage kSumChunk sentences' partials in shared memory first, so
+// that their loads are in flight together rather than one at a time along warp 0's sums.
+__global__ void __launch_bounds__(kSumWarps * 32)
+    sum_bias_partials_kernel(const Params p, const BiasGradPointers bias) {
+  constexpr int kPerWarp = kSumChunk / kSumWarps;
+  __shared__ float staged[kSumChunk][kSumColumns];
+  const int o = static_cast<int>(blockIdx.y);
+  // Selected, not indexed: an index into a kernel parameter's array copies it to local memory.
+  float* grad = o == 0 ? bias.grad[0] : (o == 1 ? bias.grad[1] : bias.grad[2]);
+  if (grad == nullptr) return;  // an operand without a bias gradient: the whole block skips it
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int column = static_cast<int>(blockIdx.x) * kSumColumns + lane;
+  const int64_t sentence_stride = static_cast<int64_t>(p.heads) * kBiasOperands * 64;
+  const float* partials =
+      p.bias_partials + (static_cast<int64_t>(column / 64) * kBiasOperands + o) * 64 + column % 64;
+  float sum = 0.0f;
+  for (int b0 = 0; b0 < p.batch; b0 += kSumChunk) {
+    const int rows = min(kSumChunk, p.batch - b0);
+    float loaded[kPerWarp];
+#pragma unroll
+    for (int i = 0; i < kPerWarp; ++i) {
+      const int r = warp + i * kSumWarps;
+      loaded[i] = r < rows ? partials[(b0 + r) * sentence_stride] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kPerWarp; ++i) staged[warp + i * kSumWarps][lane] = loaded[i];
+    __syncthreads();  // the chunk is staged
+    if (warp == 0) {
+#pragma unroll 8
+      for (int r = 0; r < rows; ++r) sum += staged[r][lane];
+    }
+    __syncthreads();  // the next chunk overwrites staged
+  }
+  if (warp == 0) grad[column] += sum;
 }
 
 }  // namespace
@@ -319,14 +412,32 @@ void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& p, cuda
   });
 }
 
-void launch_backward_short_wgmma(DType dtype, const Params& p, cudaStream_t stream) {
+bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads& bias_grads,
+                                 cudaStream_t stream) {
+  const BiasGradPointers bias{{static_cast<float*>(bias_grads.q.data),
+                               static_cast<float*>(bias_grads.k.data),
+                               static_cast<float*>(bias_grads.v.data)}};
+  const bool sum_biases =
+      bias.grad[0] != nullptr || bias.grad[1] != nullptr || bias.grad[2] != nullptr;
+  if (sum_biases) {
+    const size_t bytes = static_cast<size_t>(p.batch) * p.heads * kBiasOperands * 64 * 4;
+    p.bias_partials = static_cast<float*>(stream_resources(stream).scratch(bytes));
+  }
   dispatch(dtype, 64, [&](auto type_tag, auto) {
     using T = typename decltype(type_tag)::type;
     static int slots = 0;
+    // Tiles, s_ds, lse, delta, keep mask, keep words, and the bias sums' halves (always counted,
+    // so one size serves both uses; it keeps the block at 2 per SM).
     const size_t smem = 1024 + 11 * kOperandBytes<64> + 3 * kTile * sizeof(float) +
-                        kTile * kMaskStride + 2 * 2 * kTile * sizeof(uint32_t);
+                        kTile * kMaskStride + 2 * 2 * kTile * sizeof(uint32_t) +
+                        kBiasOperands * 64 * sizeof(float);
     launch_persistent(backward_short_wgmma_kernel<T>, slots, smem, p, stream);
   });
+  if (!sum_biases) return false;
+  const dim3 grid(static_cast<unsigned>(p.heads * 64 / kSumColumns), kBiasOperands);
+  sum_bias_partials_kernel<<<grid, kSumWarps * 32, 0, stream>>>(p, bias);
+  CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 }  // namespace nmt::cuda::flash

@@ -11,4 +11,7 @@ namespace nmt::cuda::flash {
 template <int D>
 constexpr int kOperandBytes = D / 64 * wgmma::kBlockBytes;
 
+// The backward's bias-gradient column sums: of dQ, dK and dV, 64 columns each per item.
+constexpr int kBiasOperands = 3;
+
 }  // namespace nmt::cuda::flash
