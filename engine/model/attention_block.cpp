@@ -16,6 +16,9 @@ namespace {
 // NMT_ATTENTION_KEEP_BITS=0 draws the attention dropout mask again in backward (for A/B timing;
 // the gradients are the same bits either way).
 EnvSwitch keep_bits_switch("NMT_ATTENTION_KEEP_BITS", /*default_on=*/true);
+// NMT_ATTENTION_BIAS_SUMS=0 leaves the q, k, v bias gradients to linear_backward's column sums
+// rather than the attention backward's (for A/B timing; the sums' order differs, so the bits do).
+EnvSwitch bias_sums_switch("NMT_ATTENTION_BIAS_SUMS", /*default_on=*/true);
 
 }  // namespace
 
@@ -188,7 +191,9 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
     // The members' gradients are the q | k | v (or k | v) slices of the joined in_b_->grad
     // (ParamStore lays a group's members out back to back). Where the kernel can, it adds the
     // gradients' column sums into them from the tiles it stages anyway, and says so.
-    const AttentionBiasGrads bias_grads{q_b_->grad, k_b_->grad, v_b_->grad};
+    const AttentionBiasGrads bias_grads =
+        bias_sums_switch.get() ? AttentionBiasGrads{q_b_->grad, k_b_->grad, v_b_->grad}
+                               : AttentionBiasGrads{};
     biases_summed = fused_attention_backward(d_ctx, in, c, lse, kv_lengths_, grads, att_, p_, key_,
                                              keep_bits, bias_grads);
   } else {
