@@ -95,7 +95,7 @@ __device__ __forceinline__ void write_and_add(const Grad& grad, int64_t element,
 
 // dy, y, dx: [rows, cols] T, 16-byte aligned with cols % VEC == 0 where VEC > 1; y is read only
 // where Grad::kReadsY; dx may alias dy (each element is read and written by one thread, the read
-// first). partials, counters, db: as column_sums::store_part_sums / finish_tile. The grid covers
+// first). partials, counters, db: as column_sums::store_block_parts / finish_tile. The grid covers
 // tiles first_tile, first_tile + 1, ..., each with blocks of parts_per_block row parts.
 template <typename T, int VEC, typename Grad>
 __global__ void __launch_bounds__(column_sums::kThreads, Grad::kMinBlocks)
@@ -105,7 +105,8 @@ __global__ void __launch_bounds__(column_sums::kThreads, Grad::kMinBlocks)
                           unsigned* __restrict__ counters, float* __restrict__ db) {
   using L = column_sums::Layout<VEC>;
   constexpr int kRowUnroll = column_sums::kRowUnroll;
-  __shared__ column_sums::TileShared<VEC> shared;
+  extern __shared__ float4 column_sums_slots[];  // column_sums::slot_bytes<VEC>(parts_per_block)
+  const column_sums::TileShared<VEC> shared{reinterpret_cast<float*>(column_sums_slots)};
   const int64_t tile_col = (first_tile + blockIdx.x) * L::kTileCols;
   const int64_t col = tile_col + threadIdx.x * VEC;  // the first of this thread's VEC columns
   const int64_t first_part = blockIdx.y * parts_per_block;
@@ -135,8 +136,10 @@ __global__ void __launch_bounds__(column_sums::kThreads, Grad::kMinBlocks)
         write_and_add<T, VEC>(grad, at, load_pack<T, VEC>(dy + at), v, dx, acc);
       }
     }
-    column_sums::store_part_sums<VEC>(shared, acc, part, parts, tile_col, cols, partials, db);
+    column_sums::store_slot_sums<VEC>(shared, static_cast<int>(part - first_part), acc);
   }
+  column_sums::store_block_parts<VEC>(shared, first_part, static_cast<int>(end_part - first_part),
+                                      parts, tile_col, cols, partials, db);
   column_sums::finish_tile<VEC>(shared, parts, tile_col, cols, partials, counters, db);
 }
 
@@ -147,7 +150,8 @@ void launch_tail(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, con
   const column_sums::Grid grid = column_sums::plan_grid(rows, cols, L::kTileCols, stream);
   for (int64_t first = 0; first < grid.tiles; first += grid.tiles_per_launch) {
     bias_grad_tail_kernel<T, VEC, Grad>
-        <<<grid.launch_grid(first), dim3(L::kLanesX, L::kLanesY), 0, stream>>>(
+        <<<grid.launch_grid(first), dim3(L::kLanesX, L::kLanesY),
+           column_sums::slot_bytes<VEC>(grid.parts_per_block), stream>>>(
             dy, y, dx, rows, cols, grid.rows_per_part, grid.parts, grid.parts_per_block, first,
             grad, grid.partials, grid.counters, db);
     CUDA_CHECK_LAUNCH();

@@ -2,8 +2,8 @@
 // that sum the columns of what they write, bias_grad_tails.cu): the block layout, the fixed-order
 // reduction of a block's lanes, the last block per tile that adds the row parts in order, and the
 // host-side grid. A kernel that adds each row into its thread's sums in row order, as
-// column_sums_kernel does, ending each part with store_part_sums and the block with finish_tile,
-// gets the bits of accumulate_column_sums.
+// column_sums_kernel does, keeping each part's sums with store_slot_sums, ending its parts with
+// store_block_parts and the block with finish_tile, gets the bits of accumulate_column_sums.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,9 +21,9 @@ namespace nmt::cuda::column_sums {
 // kThreads. For each of its parts, thread (x, y) owns VEC adjacent columns of the tile (one
 // 16-byte load per row where VEC > 1) and sums rows y, y + kLanesY, ... of the part in row order;
 // the block adds its kLanesY lanes in a fixed tree and writes one f32 partial row of the part
-// (store_part_sums). The block that finishes a tile last (an atomic counter per tile,
-// finish_tile) adds the parts in a fixed order into out. Which block comes last varies from run to
-// run; what it adds, and in which order, does not.
+// (store_block_parts, after the block's last part). The block that finishes a tile last (an atomic
+// counter per tile, finish_tile) adds the parts in a fixed order into out. Which block comes last
+// varies from run to run; what it adds, and in which order, does not.
 constexpr int kThreads = 256;
 // Rows per part at least (4 unrolled loads for each of the vector path's 32 lanes) and parts at
 // most: the partials cost 8 bytes per part and column against 2 per row and column of a bf16
@@ -83,41 +83,77 @@ __device__ __forceinline__ void store_lane_sums(float* lane_sums, const float (&
   }
 }
 
-// The shared memory of a block's ordered sums (one per block, declared by the kernel).
+// A block's ordered sums in its dynamic shared memory (slot_bytes, given at launch): a slot of lane
+// sums [kLanesY][kTileCols] and of group sums [kGroups][kTileCols] f32 for each part the block sums
+// (9 KiB a slot for 16-bit packs), sized to the grid's parts_per_block so a block of one part holds
+// no more than it uses.
 template <int VEC>
 struct TileShared {
-  alignas(16) float lane_sums[Layout<VEC>::kLanesY * Layout<VEC>::kTileCols];
-  float group_sums[Layout<VEC>::kGroups * Layout<VEC>::kTileCols];
-  bool last_block;
+  static constexpr int kLaneFloats = Layout<VEC>::kLanesY * Layout<VEC>::kTileCols;
+  static constexpr int kSlotFloats = kLaneFloats + Layout<VEC>::kGroups * Layout<VEC>::kTileCols;
+  static_assert(kSlotFloats % 4 == 0 && kLaneFloats % 4 == 0, "slots of whole float4s");
+  float* base;
+  __device__ float* lane_sums(int slot) const { return base + slot * kSlotFloats; }
+  __device__ float* group_sums(int slot) const { return base + slot * kSlotFloats + kLaneFloats; }
 };
 
-// Ends one row part of a block of the grid above: `sums` are this thread's column sums over its
-// rows of part `part` (every thread calls, with zeros where it had no columns). Columns [tile_col,
-// tile_col + kTileCols) are the block's tile. With one part the block adds the tile's sums into
-// out [cols] f32 directly; else it writes the part's row of partials [tiles, parts, kTileCols] f32
-// (tiles = gridDim.x), for finish_tile.
+// The dynamic shared memory of a block of parts_per_block parts (TileShared).
 template <int VEC>
-__device__ __forceinline__ void store_part_sums(TileShared<VEC>& shared, const float (&sums)[VEC],
-                                                int64_t part, int64_t parts, int64_t tile_col,
-                                                int64_t cols, float* __restrict__ partials,
-                                                float* __restrict__ out) {
+constexpr size_t slot_bytes(int64_t parts_per_block) {
+  return static_cast<size_t>(parts_per_block) * TileShared<VEC>::kSlotFloats * sizeof(float);
+}
+
+// Keeps one row part's sums of a block of the grid above: `sums` are this thread's column sums over
+// its rows of the block's slot-th part (every thread calls, with zeros where it had no columns).
+// No barrier: the block adds its slots once, after its last part (store_block_parts), so its warps
+// go on to the next part's loads without waiting for each other.
+template <int VEC>
+__device__ __forceinline__ void store_slot_sums(const TileShared<VEC>& shared, int slot,
+                                                const float (&sums)[VEC]) {
+  store_lane_sums<VEC>(shared.lane_sums(slot), sums);
+}
+
+// Ends the block's row parts first_part .. first_part + slots - 1 (slots <= kMaxPartsPerBlock, each
+// kept by store_slot_sums): adds each part's lanes in add_lanes's order (the same bits as a part at
+// a time) and, with one part in the grid, adds the tile's sums into out [cols] f32 directly; else
+// writes each part's row of partials [tiles, parts, kTileCols] f32 (tiles = gridDim.x), for
+// finish_tile. Columns [tile_col, tile_col + kTileCols) are the block's tile.
+template <int VEC>
+__device__ __forceinline__ void store_block_parts(const TileShared<VEC>& shared, int64_t first_part,
+                                                  int slots, int64_t parts, int64_t tile_col,
+                                                  int64_t cols, float* __restrict__ partials,
+                                                  float* __restrict__ out) {
   using L = Layout<VEC>;
   const int t = threadIdx.y * L::kLanesX + threadIdx.x;
-  store_lane_sums<VEC>(shared.lane_sums, sums);
-  const float total = add_lanes<VEC>(shared.lane_sums, shared.group_sums);
+  const int col = t % L::kTileCols, group = t / L::kTileCols;
+  __syncthreads();
+  for (int s = 0; s < slots; ++s) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      sum += shared.lane_sums(s)[(group * VEC + j) * L::kTileCols + col];
+    shared.group_sums(s)[group * L::kTileCols + col] = sum;
+  }
+  __syncthreads();
   if (t >= L::kTileCols) return;
-  if (parts == 1) {
-    if (tile_col + t < cols) out[tile_col + t] += total;
-  } else {
-    partials[(static_cast<int64_t>(blockIdx.x) * parts + part) * L::kTileCols + t] = total;
+  for (int s = 0; s < slots; ++s) {
+    float total = 0.0f;
+#pragma unroll
+    for (int g = 0; g < L::kGroups; ++g) total += shared.group_sums(s)[g * L::kTileCols + col];
+    if (parts == 1) {
+      if (tile_col + t < cols) out[tile_col + t] += total;
+    } else {
+      partials[(static_cast<int64_t>(blockIdx.x) * parts + first_part + s) * L::kTileCols + t] =
+          total;
+    }
   }
 }
 
-// Ends a block after its parts (store_part_sums): the block that counts itself last for its tile
+// Ends a block after its parts (store_block_parts): the block that counts itself last for its tile
 // (counters: [tiles], zero on entry and on exit; gridDim.y blocks a tile) adds all parts of the
 // tile in order into out. Nothing to do with one part.
 template <int VEC>
-__device__ __forceinline__ void finish_tile(TileShared<VEC>& shared, int64_t parts,
+__device__ __forceinline__ void finish_tile(const TileShared<VEC>& shared, int64_t parts,
                                             int64_t tile_col, int64_t cols,
                                             const float* __restrict__ partials,
                                             unsigned* __restrict__ counters,
@@ -129,9 +165,10 @@ __device__ __forceinline__ void finish_tile(TileShared<VEC>& shared, int64_t par
   // gridDim.y must find every part's row written.
   __threadfence();
   __syncthreads();
-  if (t == 0) shared.last_block = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+  __shared__ bool last_block;
+  if (t == 0) last_block = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
   __syncthreads();
-  if (!shared.last_block) return;
+  if (!last_block) return;
   // Every other block of the tile has counted itself: reset for the next launch (or graph replay)
   // on this stream, which starts after this kernel completes.
   if (t == 0) counters[blockIdx.x] = 0;
@@ -155,8 +192,8 @@ __device__ __forceinline__ void finish_tile(TileShared<VEC>& shared, int64_t par
       }
     }
   }
-  store_lane_sums<VEC>(shared.lane_sums, part_sum);
-  const float total = add_lanes<VEC>(shared.lane_sums, shared.group_sums);
+  store_lane_sums<VEC>(shared.lane_sums(0), part_sum);
+  const float total = add_lanes<VEC>(shared.lane_sums(0), shared.group_sums(0));
   if (t < L::kTileCols && tile_col + t < cols) out[tile_col + t] += total;
 }
 
@@ -166,7 +203,9 @@ __device__ __forceinline__ void finish_tile(TileShared<VEC>& shared, int64_t par
 // another, each into its own row of partials (the same rows a block per part would write), so
 // the bits do not depend on parts_per_block either: it only trades blocks for work per block. The
 // end of a block (the ordered lane sums, the fence, the counter) costs about as much as a part of
-// 128 rows takes to load, so where the grid has blocks to spare, blocks take 2, 4 or 8 parts.
+// 128 rows takes to load, so where the grid has blocks to spare, blocks take 2 or 4 parts; their
+// lane sums wait in shared memory until the last part (one end for all of them: the warps of a
+// block do not wait for each other between parts, and another part's loads overlap the sums).
 // More tiles than counters (over 4096 tiles) take launches in turn, each covering
 // tiles_per_launch tiles from its first_tile and reusing the counters and the partials after the
 // previous one completed.
@@ -182,11 +221,14 @@ struct Grid {
   }
 };
 
+// Parts a block sums at most (Grid::parts_per_block): each has its own slot of lane sums, so the
+// block adds them all after its last part, with one set of barriers.
+constexpr int64_t kMaxPartsPerBlock = 4;
+
 // Blocks per multiprocessor a grid keeps at least before its blocks take several parts each
 // (NMT_COLUMN_SUMS_BLOCKS_PER_SM=N in the environment overrides it, for bench-kernels; 0 keeps a
 // block per part).
 constexpr int64_t kMinBlocksPerSm = 2;
-constexpr int64_t kMaxPartsPerBlock = 8;
 
 inline int64_t min_blocks_per_sm() {
   static const int64_t value = [] {

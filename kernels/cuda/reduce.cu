@@ -89,7 +89,8 @@ __global__ void __launch_bounds__(column_sums::kThreads)
                        unsigned* __restrict__ counters, float* __restrict__ out) {
   using L = column_sums::Layout<VEC>;
   constexpr int kRowUnroll = column_sums::kRowUnroll;
-  __shared__ column_sums::TileShared<VEC> shared;
+  extern __shared__ float4 column_sums_slots[];  // column_sums::slot_bytes<VEC>(parts_per_block)
+  const column_sums::TileShared<VEC> shared{reinterpret_cast<float*>(column_sums_slots)};
   const int x = threadIdx.x, y = threadIdx.y;
   const int64_t tile_col = (first_tile + blockIdx.x) * L::kTileCols;
   const int64_t col = tile_col + x * VEC;  // the first of this thread's VEC columns
@@ -113,8 +114,10 @@ __global__ void __launch_bounds__(column_sums::kThreads)
       }
       for (; r < end; r += L::kLanesY) add_row<T, VEC>(matrix + r * cols + col, acc);
     }
-    column_sums::store_part_sums<VEC>(shared, acc, part, parts, tile_col, cols, partials, out);
+    column_sums::store_slot_sums<VEC>(shared, static_cast<int>(part - first_part), acc);
   }
+  column_sums::store_block_parts<VEC>(shared, first_part, static_cast<int>(end_part - first_part),
+                                      parts, tile_col, cols, partials, out);
   column_sums::finish_tile<VEC>(shared, parts, tile_col, cols, partials, counters, out);
 }
 
@@ -124,10 +127,10 @@ void launch_column_sums(const Tensor& matrix, float* out, cudaStream_t stream) {
   const int64_t rows = matrix.dim(0), cols = matrix.dim(1);
   const column_sums::Grid grid = column_sums::plan_grid(rows, cols, L::kTileCols, stream);
   for (int64_t first = 0; first < grid.tiles; first += grid.tiles_per_launch) {
-    column_sums_kernel<T, VEC>
-        <<<grid.launch_grid(first), dim3(L::kLanesX, L::kLanesY), 0, stream>>>(
-            static_cast<const T*>(matrix.data), rows, cols, grid.rows_per_part, grid.parts,
-            grid.parts_per_block, first, grid.partials, grid.counters, out);
+    column_sums_kernel<T, VEC><<<grid.launch_grid(first), dim3(L::kLanesX, L::kLanesY),
+                                 column_sums::slot_bytes<VEC>(grid.parts_per_block), stream>>>(
+        static_cast<const T*>(matrix.data), rows, cols, grid.rows_per_part, grid.parts,
+        grid.parts_per_block, first, grid.partials, grid.counters, out);
     CUDA_CHECK_LAUNCH();
   }
 }
