@@ -1,8 +1,30 @@
-// Fused softmax cross-entropy with label smoothing on the GPU: one block per row. Pass 1 reads the
-// row once, keeping an online (max, sum of exp) pair, the sum of the logits and the argmax; rows
-// of up to 8 packs per thread stay in registers for pass 2, longer rows are read again (from L2).
-// Pass 2 writes grad_scale * (softmax - q) in the logits' dtype, never materialising fp32
-// probabilities. Per-row results are summed in a fixed order by one block, in double.
+// Fused softmax cross-entropy with label smoothing on the GPU: one block per row, two passes over
+// the row. Pass 1 keeps an online (max, sum of exp) pair, the sum of the logits and the first
+// argmax, and block reductions combine them; pass 2 writes grad_scale * (softmax - q) in the
+// logits' dtype, never materialising fp32 probabilities. Per-row results are summed in a fixed
+// order by one block, in double.
+//
+// Two row kernels. cross_entropy_rows_smem takes the rows that fit in shared memory (16-byte
+// aligned packs, at least one pack a thread, at most kSmemMaxRowBytes: bf16 / f16 up to 36864
+// entries, f32 up to 18432): 512 threads copy the row into dynamic shared memory with cp.async and
+// read it there in both passes, so three blocks (three rows, 3 x 64 KiB for 32k bf16) are resident
+// on an SM and one row's reductions and gradient stores overlap the others' loads. Why: the
+// register kernel below holds a 32k bf16 row in a 1024-thread block's registers (4 packs a thread),
+// one block an SM, and each SM then loads, reduces behind barriers and stores one row at a time
+// (66% of DRAM bandwidth, 475 us for 8192 x 32768 on an H100); holding 8 packs in 512 threads'
+// registers to fit two blocks spilled and was slower (docs/perf.md). Shared memory holds the row at
+// no register cost: ptxas fits the smem kernel in 40 registers (the bound of three 512-thread
+// blocks) with no spills. Each thread copies and reads back only its own packs, so its own
+// cp.async.wait_group makes them visible to it without a barrier and pass 1 starts on the first
+// pack while the later ones land. Pass 1 works in base 2 (exp2 of x * log2(e) minus the scaled max:
+// one FFMA and one ex2 an element) and finds the argmax by comparing a pack's max first, so the
+// index search runs only when a pack raises the thread's max. Its per-thread results are combined
+// in one barrier: warp butterflies, each warp's result to shared memory, then every warp combines
+// the warps' results in the same order (the same bits in every thread). The register kernel
+// (cross_entropy_rows) takes every other row: rows of up to 4 packs a thread (8 for f32) keep them
+// in registers between the passes, longer rows are read again (from L2); unaligned or odd rows read
+// one element at a time. NMT_CROSS_ENTROPY_SMEM=0 (or set_cross_entropy_smem(false)) sends every
+// row to the register kernel, to time the two in one binary.
 #include <climits>
 #include <stdexcept>
 #include <string>
@@ -13,6 +35,7 @@
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/env_switch.h"
 #include "kernels/op_checks.h"
 
 namespace nmt::cuda {
@@ -193,6 +216,216 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   }
 }
 
+// The shared-memory kernel's shape: kSmemThreads a block, kSmemBlocksPerSm blocks an SM (the
+// register bound that gives: 65536 / 1536 = 40 a thread), rows of at most kSmemMaxRowBytes (three
+// of them and the blocks' reserved 1 KiB fit the 227 KiB an H100 SM gives shared memory).
+constexpr int kSmemThreads = 512;
+constexpr int kSmemWarps = kSmemThreads / 32;
+constexpr int kSmemBlocksPerSm = 3;
+constexpr int kSmemMaxRowBytes = 72 * 1024;
+constexpr int kSmemMaxPacksPerThread = kSmemMaxRowBytes / 16 / kSmemThreads;
+static_assert(kSmemMaxRowBytes % (16 * kSmemThreads) == 0);
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// One warp's pass-1 results: its max and first argmax, its sum of exp relative to 2^(max * log2 e)
+// and its sum of logits.
+struct WarpResult {
+  float max;
+  int best_index;
+  float sum;
+  float total;
+};
+
+// cp.async.wait_group for a count known once the loop around it is unrolled (the instruction
+// takes an immediate): waits until at most `pending` of this thread's groups are in flight (at
+// most MAX where pending is larger: never fewer landed than asked).
+template <int MAX>
+__device__ __forceinline__ void cp_async_wait_pending(int pending) {
+  if constexpr (MAX == 0) {
+    cp_async_wait<0>();
+  } else {
+    if (pending >= MAX)
+      cp_async_wait<MAX>();
+    else
+      cp_async_wait_pending<MAX - 1>(pending);
+  }
+}
+
+// A 16-byte pack's elements in f32. bf16 is f32's upper half: its 32-bit words shifted or masked.
+template <typename T>
+__device__ __forceinline__ void unpack(const Pack<T, kPackWidth<T>>& pack,
+                                       float (&values)[kPackWidth<T>]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const uint4 words = reinterpret_cast<const uint4&>(pack);
+    const uint32_t word[4] = {words.x, words.y, words.z, words.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      values[2 * j] = __uint_as_float(word[j] << 16);
+      values[2 * j + 1] = __uint_as_float(word[j] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kPackWidth<T>; ++i) values[i] = to_float(pack.v[i]);
+  }
+}
+
+// f32 values rounded to T (to nearest) in one pack: two elements a conversion for 16-bit T.
+template <typename T>
+__device__ __forceinline__ Pack<T, kPackWidth<T>> packed(const float (&values)[kPackWidth<T>]) {
+  if constexpr (sizeof(T) == 2) {
+    const uint4 words{pack2<T>(values[0], values[1]), pack2<T>(values[2], values[3]),
+                      pack2<T>(values[4], values[5]), pack2<T>(values[6], values[7])};
+    return reinterpret_cast<const Pack<T, kPackWidth<T>>&>(words);
+  } else {
+    Pack<T, kPackWidth<T>> pack;
+#pragma unroll
+    for (int i = 0; i < kPackWidth<T>; ++i) pack.v[i] = values[i];
+    return pack;
+  }
+}
+
+// The rows that fit in shared memory: vocab * sizeof(T) <= kSmemMaxRowBytes, vocab a multiple of
+// the pack width, at least kSmemThreads packs (every thread has one), 16-byte aligned rows; the
+// launch gives vocab * sizeof(T) bytes of dynamic shared memory. The row is copied once, so
+// d_logits may alias logits: each thread writes only packs it copied itself and read first.
+template <typename T>
+__global__ void __launch_bounds__(kSmemThreads, kSmemBlocksPerSm)
+    cross_entropy_rows_smem(const T* logits, const int32_t* __restrict__ targets, T* d_logits,
+                            int64_t vocab, int32_t pad_id, float smoothing, float grad_scale,
+                            RowLoss* __restrict__ row_losses) {
+  constexpr int VEC = kPackWidth<T>;
+  using P = Pack<T, VEC>;
+  extern __shared__ __align__(16) unsigned char row_bytes[];  // [vocab] T: this block's row
+  __shared__ WarpResult warp_results[kSmemWarps];
+  P* const row_packs = reinterpret_cast<P*>(row_bytes);
+  const int64_t row = blockIdx.x;
+  const int packs = static_cast<int>(vocab / VEC);
+  const P* in = reinterpret_cast<const P*>(logits + row * vocab);
+  T* out = d_logits ? d_logits + row * vocab : nullptr;
+  const int32_t target = targets[row];
+  if (target == pad_id || target < 0 || target >= vocab) {
+    if (out) zero_row<T, VEC>(out, packs);
+    if (threadIdx.x == 0)
+      row_losses[row] = RowLoss{0.0f, 0.0f, target == pad_id ? kPadRow : kBadTarget};
+    return;
+  }
+
+  // Thread t copies packs t, t + kSmemThreads, ..., one commit group each (empty past the row).
+#pragma unroll
+  for (int k = 0; k < kSmemMaxPacksPerThread; ++k) {
+    const int p = threadIdx.x + k * kSmemThreads;
+    if (p < packs) cp_async16(&row_packs[p], &in[p], true);
+    cp_async_commit();
+  }
+
+  // Pass 1: sum holds the exps relative to 2^scaled_max, scaled_max = max * log2(e) rounded once
+  // (__fmul_rn: never contracted, so every thread that finds the same max scales it to the same
+  // bits). running_max is also the best value: a pack raising it holds the thread's new argmax.
+  float running_max = -INFINITY, scaled_max = -INFINITY, sum = 0.0f, total = 0.0f;
+  int best_index = INT_MAX;
+#pragma unroll
+  for (int k = 0; k < kSmemMaxPacksPerThread; ++k) {
+    const int p = threadIdx.x + k * kSmemThreads;
+    if (p >= packs) break;
+    cp_async_wait_pending<kSmemMaxPacksPerThread - 1>(kSmemMaxPacksPerThread - 1 - k);
+    float values[VEC];
+    unpack(row_packs[p], values);
+    float pack_max = values[0];
+#pragma unroll
+    for (int i = 1; i < VEC; ++i) pack_max = fmaxf(pack_max, values[i]);
+    if (pack_max > running_max) {
+      // Packs come in increasing index order per thread, so a strict > keeps the first maximum.
+      int first = VEC - 1;
+#pragma unroll
+      for (int i = VEC - 2; i >= 0; --i)
+        if (values[i] == pack_max) first = i;
+      best_index = p * VEC + first;
+      const float new_scaled_max = __fmul_rn(pack_max, kLog2e);
+      sum *= fast_exp2(scaled_max - new_scaled_max);
+      running_max = pack_max;
+      scaled_max = new_scaled_max;
+    }
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      sum += fast_exp2(fmaf(values[i], kLog2e, -scaled_max));
+      total += values[i];
+    }
+  }
+  // Every copy of this thread has landed: after the barrier below any thread may read any pack.
+  cp_async_wait<0>();
+
+  // The warp's argmax and max, then its sums relative to that max, by butterflies (the same bits
+  // in every lane); lane 0 stores them.
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float warp_max = running_max;
+  int warp_best = best_index;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    keep_better(warp_max, warp_best, __shfl_xor_sync(0xffffffffu, warp_max, offset),
+                __shfl_xor_sync(0xffffffffu, warp_best, offset));
+  const float warp_sum_exp = warp_sum(
+      running_max == -INFINITY ? 0.0f : sum * fast_exp2(scaled_max - __fmul_rn(warp_max, kLog2e)));
+  const float warp_total = warp_sum(total);
+  if (lane == 0) warp_results[warp] = WarpResult{warp_max, warp_best, warp_sum_exp, warp_total};
+  __syncthreads();
+
+  // Every warp combines the kSmemWarps results the same way, so every thread holds the same row
+  // statistics and no second barrier is needed.
+  const WarpResult mine =
+      lane < kSmemWarps ? warp_results[lane] : WarpResult{-INFINITY, INT_MAX, 0.0f, 0.0f};
+  float row_max = mine.max;
+  int row_best = mine.best_index;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    keep_better(row_max, row_best, __shfl_xor_sync(0xffffffffu, row_max, offset),
+                __shfl_xor_sync(0xffffffffu, row_best, offset));
+  const float row_scaled_max = __fmul_rn(row_max, kLog2e);
+  const float sum_exp = warp_sum(
+      mine.max == -INFINITY ? 0.0f
+                            : mine.sum * fast_exp2(__fmul_rn(mine.max, kLog2e) - row_scaled_max));
+  const float sum_logits = warp_sum(mine.total);
+  // log2 of the sum of exp: pass 2's probabilities are 2^(x * log2(e) - log2_sum_exp).
+  const float log2_sum_exp = row_scaled_max + log2f(sum_exp);
+  if (threadIdx.x == 0) {
+    const float log_sum_exp = log2_sum_exp * kLn2;
+    const float target_logit = to_float(reinterpret_cast<const T*>(row_bytes)[target]);
+    const float nll = log_sum_exp - target_logit;
+    const float loss = log_sum_exp - (1.0f - smoothing) * target_logit -
+                       smoothing / static_cast<float>(vocab) * sum_logits;
+    row_losses[row] = RowLoss{loss, nll, row_best == target ? kCorrectRow : kWrongRow};
+  }
+  if (!out) return;
+
+  // Pass 2: grad_scale * p - grad_scale * q, q the off-target share except at the target.
+  const float off_target = smoothing / static_cast<float>(vocab);
+  const float scaled_off = grad_scale * off_target;
+  const float scaled_on = grad_scale * (1.0f - smoothing + off_target);
+  const int target_pack = target / VEC;
+  P* const out_packs = reinterpret_cast<P*>(out);
+#pragma unroll
+  for (int k = 0; k < kSmemMaxPacksPerThread; ++k) {
+    const int p = threadIdx.x + k * kSmemThreads;
+    if (p >= packs) break;
+    float values[VEC];
+    unpack(row_packs[p], values);
+    float gradient[VEC];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i)
+      gradient[i] =
+          fmaf(grad_scale, fast_exp2(fmaf(values[i], kLog2e, -log2_sum_exp)), -scaled_off);
+    if (p == target_pack) {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i)
+        if (p * VEC + i == target)
+          gradient[i] =
+              fmaf(grad_scale, fast_exp2(fmaf(values[i], kLog2e, -log2_sum_exp)), -scaled_on);
+    }
+    out_packs[p] = packed<T>(gradient);
+  }
+}
+
 // One block adds the rows' results in a fixed order (thread-strided, then a fixed tree).
 __global__ void __launch_bounds__(kSumThreads)
     sum_row_losses(const RowLoss* __restrict__ row_losses, const int32_t* __restrict__ targets,
@@ -253,6 +486,45 @@ void launch_rows(unsigned rows, int threads, const T* logits, const int32_t* tar
       logits, targets, d_logits, vocab, pad_id, smoothing, grad_scale, row_losses);
 }
 
+EnvSwitch smem_switch("NMT_CROSS_ENTROPY_SMEM", /*default_on=*/true);
+
+// The shared-memory kernel for T with kSmemMaxRowBytes of dynamic shared memory allowed and the
+// largest shared-memory carveout preferred, or null where this GPU can't hold kSmemBlocksPerSm
+// blocks of the largest row (the design's premise); decided once per process.
+template <typename T>
+auto smem_rows_kernel() {
+  using Kernel = decltype(&cross_entropy_rows_smem<T>);
+  static const Kernel kernel = []() -> Kernel {
+    int device = 0, per_block = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (per_block < kSmemMaxRowBytes + static_cast<int>(sizeof(WarpResult)) * kSmemWarps)
+      return nullptr;
+    const Kernel k = cross_entropy_rows_smem<T>;
+    CUDA_CHECK(
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMaxRowBytes));
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    int blocks = 0;
+    CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kSmemThreads, kSmemMaxRowBytes));
+    return blocks >= kSmemBlocksPerSm ? k : nullptr;
+  }();
+  return kernel;
+}
+
+// Whether rows of `vocab` T take the shared-memory kernel: the switch on, 16-byte packs (aligned:
+// both tensors' data), at least one pack a thread (shorter rows leave most of 512 threads idle,
+// where the register kernel sizes its block to the row), at most kSmemMaxRowBytes, and a GPU that
+// holds the kernel's blocks.
+template <typename T>
+bool takes_smem_rows(int64_t vocab, bool aligned) {
+  constexpr int vec = kPackWidth<T>;
+  return cross_entropy_smem() && aligned && vocab % vec == 0 && vocab / vec >= kSmemThreads &&
+         vocab * static_cast<int64_t>(sizeof(T)) <= kSmemMaxRowBytes &&
+         smem_rows_kernel<T>() != nullptr;
+}
+
 }  // namespace
 
 namespace {
@@ -308,7 +580,10 @@ void* enqueue_cross_entropy(const char* op, const Tensor& logits, const Tensor& 
       const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (packs + 31) / 32 * 32));
       launcher(threads, (packs + threads - 1) / threads);
     };
-    if (aligned && vocab % vec == 0) {
+    if (takes_smem_rows<T>(vocab, aligned)) {
+      smem_rows_kernel<T>()<<<grid, kSmemThreads, vocab * sizeof(T), stream>>>(
+          in, target_ids, out, vocab, pad_id, smoothing, grad_scale, row_losses);
+    } else if (aligned && vocab % vec == 0) {
       args(
           [&](int threads, int64_t per_thread) {
             if (per_thread <= 1)
@@ -391,6 +666,22 @@ void cross_entropy_forward_backward_into(const Tensor& logits, const Tensor& tar
 
 LossSums read_loss_sums(const Tensor& sums, int64_t vocab) {
   return read_sums("read_loss_sums", sums.data, vocab);
+}
+
+void set_cross_entropy_smem(bool on) {
+  smem_switch.set(on);
+}
+
+bool cross_entropy_smem() {
+  return smem_switch.get();
+}
+
+bool cross_entropy_smem_rows(DType dtype, int64_t vocab) {
+  bool smem = false;
+  dispatch_float_dtype(dtype, "cross_entropy_smem_rows", "dtype", [&](auto tag) {
+    smem = takes_smem_rows<typename decltype(tag)::type>(vocab, /*aligned=*/true);
+  });
+  return smem;
 }
 
 }  // namespace nmt::cuda

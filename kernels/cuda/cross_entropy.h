@@ -22,4 +22,13 @@ void cross_entropy_forward_backward_into(const Tensor& logits, const Tensor& tar
                                          Tensor& d_logits, Tensor& sums);
 LossSums read_loss_sums(const Tensor& sums, int64_t vocab);
 
+// The shared-memory row kernel (cross_entropy.cu: rows of 16-byte packs up to 72 KiB, e.g. bf16
+// vocabularies of 4096 to 36864) is on by default; NMT_CROSS_ENTROPY_SMEM=0 in the environment, or
+// set_cross_entropy_smem(false), sends every row to the register kernel (to time the two).
+void set_cross_entropy_smem(bool on);
+bool cross_entropy_smem();
+// Whether 16-byte aligned logits [rows, vocab] of `dtype` take the shared-memory row kernel on the
+// current GPU, the switch included (for the tests and bench-kernels).
+bool cross_entropy_smem_rows(DType dtype, int64_t vocab);
+
 }  // namespace nmt::cuda

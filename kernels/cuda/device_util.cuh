@@ -1,5 +1,6 @@
-// Device helpers shared by the CUDA kernels: fp32 conversion of the activation dtypes, 16-byte
-// packs, deterministic warp and block reductions, and the host-side dtype dispatch.
+// Device helpers shared by the CUDA kernels: fp32 conversion of the activation dtypes, cp.async
+// copies into shared memory, a one-instruction 2^x, 16-byte packs, deterministic warp and block
+// reductions, and the host-side dtype dispatch.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -75,6 +76,24 @@ __device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool
 }
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   cp_async16(shared_address(smem), gmem, valid);
+}
+// Closes this thread's cp.async copies issued since the last commit into one group.
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+// Waits until at most N of this thread's committed groups are in flight; their writes are then
+// visible to this thread (to the block after a barrier).
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// 2^x by the special-function unit (ex2.approx, results below 2^-126 flushed to zero): one
+// instruction where exp2f adds the denormal handling.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // N elements loaded or stored with one instruction (N * sizeof(T) = 16 gives the 128-bit access).
