@@ -2,15 +2,18 @@
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
 // Usage: bench-kernels [--runs N] [--verbose]
 //                      [--only attention-fused|column-sums|bias-grad-tails|residual-layernorm|
-//                              layernorm-backward|gemm-algos|wgrad]
+//                              layernorm-backward|cross-entropy|gemm-algos|wgrad]
 // gemm-algos and wgrad run only when named: gemm-algos times every cuBLASLt algorithm of each
 // training-step product, wgrad the weight gradients with split-k and beside their dX product.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench-kernels/bench_bias_grad_tails.h"
@@ -270,28 +273,37 @@ int main(int argc, char** argv) {
   const char* usage =
       "usage: bench-kernels [--runs N] [--verbose] [--only "
       "attention-fused|column-sums|bias-grad-tails|residual-layernorm|layernorm-backward|"
-      "gemm-algos|wgrad]\n"
+      "cross-entropy|gemm-algos|wgrad]\n"
       "  gemm-algos (only with --only): every cuBLASLt algorithm the heuristic offers for each\n"
       "  product of a base training step; --verbose prints one line per algorithm\n"
       "  wgrad (only with --only): the weight gradients with split-k, and beside their dX\n"
       "  product on a second stream\n";
   int runs = 30;
   bool verbose = false;
-  std::string only;
+  // The sections --only can name, each run alone.
+  const std::vector<std::pair<std::string, std::function<void(KernelTimer&)>>> sections = {
+      {"attention-fused", [](KernelTimer& t) { bench_attention_fused_section(t); }},
+      {"column-sums", [](KernelTimer& t) { bench_column_sums(t, report); }},
+      {"bias-grad-tails", [](KernelTimer& t) { bench_bias_grad_tails(t, report); }},
+      {"residual-layernorm", [](KernelTimer& t) { bench_residual_layernorm(t, report); }},
+      {"layernorm-backward", [](KernelTimer& t) { bench_layernorm_backward(t, report); }},
+      {"cross-entropy", [](KernelTimer& t) { bench_cross_entropy(t); }},
+      {"gemm-algos", [&verbose](KernelTimer& t) { bench_gemm_algos(t, verbose); }},
+      {"wgrad", [](KernelTimer& t) { bench_wgrad(t); }},
+  };
+  const std::function<void(KernelTimer&)>* only = nullptr;
   for (int i = 1; i < argc; ++i) {
+    const auto named = [&](const auto& section) {
+      return i + 1 < argc && section.first == argv[i + 1];
+    };
+    const auto section = std::find_if(sections.begin(), sections.end(), named);
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--verbose") == 0) {
       verbose = true;
-    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
-               (std::strcmp(argv[i + 1], "attention-fused") == 0 ||
-                std::strcmp(argv[i + 1], "column-sums") == 0 ||
-                std::strcmp(argv[i + 1], "bias-grad-tails") == 0 ||
-                std::strcmp(argv[i + 1], "residual-layernorm") == 0 ||
-                std::strcmp(argv[i + 1], "layernorm-backward") == 0 ||
-                std::strcmp(argv[i + 1], "gemm-algos") == 0 ||
-                std::strcmp(argv[i + 1], "wgrad") == 0)) {
-      only = argv[++i];
+    } else if (std::strcmp(argv[i], "--only") == 0 && section != sections.end()) {
+      only = &section->second;
+      ++i;
     } else {
       std::fprintf(stderr, "%s", usage);
       return 2;
@@ -307,32 +319,8 @@ int main(int argc, char** argv) {
     std::printf("bench-kernels on %s (%d SMs, %.0f MB L2), median of %d runs, L2 flushed\n",
                 prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, runs);
     KernelTimer timer(runs, 3);
-    if (only == "attention-fused") {
-      bench_attention_fused_section(timer);
-      return 0;
-    }
-    if (only == "column-sums") {
-      bench_column_sums(timer, report);
-      return 0;
-    }
-    if (only == "bias-grad-tails") {
-      bench_bias_grad_tails(timer, report);
-      return 0;
-    }
-    if (only == "residual-layernorm") {
-      bench_residual_layernorm(timer, report);
-      return 0;
-    }
-    if (only == "layernorm-backward") {
-      bench_layernorm_backward(timer, report);
-      return 0;
-    }
-    if (only == "gemm-algos") {
-      bench_gemm_algos(timer, verbose);
-      return 0;
-    }
-    if (only == "wgrad") {
-      bench_wgrad(timer);
+    if (only != nullptr) {
+      (*only)(timer);
       return 0;
     }
     bench_layernorm(timer);
