@@ -3,14 +3,12 @@
 // the unfused pair's bit for bit.
 #include "kernels/bias_grad_tails.h"
 
-#include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/bias_grad_tails.h"
-#include "kernels/elementwise.h"
 #include "kernels/op_checks.h"
 
 namespace nmt {
@@ -51,25 +49,6 @@ void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, f
   float* dx_data = detail::cpu_f32(op, "dx", dx);
   cpu::relu_dropout_backward(detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "y", y), dx_data,
                              dy.numel(), p);
-  cpu::accumulate_column_sums(dx_data, dy.dim(0), dy.dim(1), detail::cpu_f32(op, "db", db));
-}
-
-void relu_dropout_backward_bias_bits(const Tensor& dy, const Tensor& positive_bits, Tensor& dx,
-                                     float p, Tensor& db) {
-  constexpr const char* op = "relu_dropout_backward_bias_bits";
-  check_tail(op, dy, dx, db, p);
-  check_shape(op, "positive_bits", positive_bits, {positive_bits_words(dy.numel())});
-  detail::require_dtype(op, "positive_bits", positive_bits, DType::i32);
-  detail::require_disjoint(op, "positive_bits", positive_bits, "dx", dx);
-  check_same_device(op, {&dy, &positive_bits, &dx, &db});
-  if (detail::call_device({&dy, &positive_bits, &dx, &db}) == Device::cuda)
-    return cuda::relu_dropout_backward_bias_bits(dy, positive_bits, dx, p, db);
-  float* dx_data = detail::cpu_f32(op, "dx", dx);
-  const float* dy_data = detail::cpu_f32(op, "dy", dy);
-  const auto* words = static_cast<const uint32_t*>(positive_bits.data);
-  const float keep_scale = 1.0f / (1.0f - p);  // relu_dropout_backward's expression
-  for (int64_t e = 0, n = dy.numel(); e < n; ++e)
-    dx_data[e] = (words[e / 32] >> (e % 32)) & 1u ? dy_data[e] * keep_scale : 0.0f;
   cpu::accumulate_column_sums(dx_data, dy.dim(0), dy.dim(1), detail::cpu_f32(op, "db", db));
 }
 

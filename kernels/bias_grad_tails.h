@@ -20,10 +20,4 @@ void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& 
 // output dropout(relu(z))), dx may alias dy. db: [cols] f32, += the column sums of dx as stored.
 void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db);
 
-// relu_dropout_backward_bias reading the forward's positive bits (dropout_forward_positive_bits:
-// [positive_bits_words(rows * cols)] i32, bit e set where y[e] > 0) instead of y: the same dx and
-// db bits, with 1 bit an element read where y took 2 or 4 bytes.
-void relu_dropout_backward_bias_bits(const Tensor& dy, const Tensor& positive_bits, Tensor& dx,
-                                     float p, Tensor& db);
-
 }  // namespace nmt

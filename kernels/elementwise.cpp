@@ -2,8 +2,6 @@
 // backend.
 #include "kernels/elementwise.h"
 
-#include <algorithm>
-#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -138,34 +136,6 @@ void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
   check_same_device(op, {&x, &y});
   if (detail::call_device({&x, &y}) == Device::cuda) return cuda::dropout_forward(x, y, p, key);
   cpu::dropout_apply(detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "y", y), x.numel(), p, key);
-}
-
-int64_t positive_bits_words(int64_t n) {
-  return (n + 31) / 32;
-}
-
-void dropout_forward_positive_bits(const Tensor& x, Tensor& y, float p, const RngKey& key,
-                                   Tensor& positive_bits) {
-  constexpr const char* op = "dropout_forward_positive_bits";
-  detail::require_same_shape(op, "y", y, "x", x);
-  detail::require_dropout_p(op, p);
-  check_shape(op, "positive_bits", positive_bits, {positive_bits_words(x.numel())});
-  detail::require_dtype(op, "positive_bits", positive_bits, DType::i32);
-  check_same_device(op, {&x, &y, &positive_bits});
-  detail::require_disjoint(op, "positive_bits", positive_bits, "x", x);
-  detail::require_disjoint(op, "positive_bits", positive_bits, "y", y);
-  if (detail::call_device({&x, &y, &positive_bits}) == Device::cuda)
-    return cuda::dropout_forward_positive_bits(x, y, p, key, positive_bits);
-  const int64_t n = x.numel();
-  float* y_data = detail::cpu_f32(op, "y", y);
-  cpu::dropout_apply(detail::cpu_f32(op, "x", x), y_data, n, p, key);
-  auto* words = static_cast<uint32_t*>(positive_bits.data);
-  for (int64_t w = 0; w < positive_bits_words(n); ++w) {
-    uint32_t word = 0;
-    for (int64_t e = w * 32; e < std::min(n, w * 32 + 32); ++e)
-      word |= (y_data[e] > 0.0f ? 1u : 0u) << (e % 32);
-    words[w] = word;
-  }
 }
 
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {

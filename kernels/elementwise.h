@@ -31,15 +31,6 @@ void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
 // dx = dy * keep / (1 - p) with the same mask regenerated from key. dx may alias dy.
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
 
-// The i32 words of positive bits for n elements: bit e % 32 of word e / 32 is element e's.
-int64_t positive_bits_words(int64_t n);
-// dropout_forward(x, y, p, key), and positive_bits [positive_bits_words(n)] i32 (n = x.numel())
-// with element e's bit set exactly where y[e] > 0. After a ReLU that is where
-// relu_dropout_backward passes the gradient, so its backward can read 1 bit an element instead of
-// y (relu_dropout_backward_bias_bits). y may alias x; the bits past n are unspecified.
-void dropout_forward_positive_bits(const Tensor& x, Tensor& y, float p, const RngKey& key,
-                                   Tensor& positive_bits);
-
 // Fused tails: one pass where the two ops they replace took two, equal to those ops bit for bit in
 // every dtype (a 16-bit result is rounded where the separate ops rounded it).
 

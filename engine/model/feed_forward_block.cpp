@@ -3,17 +3,9 @@
 
 #include "kernels/bias_grad_tails.h"
 #include "kernels/elementwise.h"
-#include "kernels/env_switch.h"
 #include "kernels/linear.h"
 
 namespace nmt {
-namespace {
-
-// NMT_RELU_KEEP_BITS=0 makes the ReLU-dropout backward read the hidden activations rather than the
-// forward's positive bits (for A/B timing; the gradients are the same bits either way).
-EnvSwitch positive_bits_switch("NMT_RELU_KEEP_BITS", /*default_on=*/true);
-
-}  // namespace
 
 FeedForwardBlock::FeedForwardBlock(ParamStore& store, const std::string& prefix,
                                    const ModelShape& shape, uint32_t dropout_id)
@@ -27,10 +19,6 @@ FeedForwardBlock::FeedForwardBlock(ParamStore& store, const std::string& prefix,
 
 void FeedForwardBlock::plan(Arena& arena, int64_t max_rows) {
   hidden_ = arena.allocate("ffn.hidden", shape_.compute_dtype, max_rows * shape_.ffn_dim);
-  // The backward's mask as bits: 1/16 of hidden_ in 16-bit dtypes, read in place of hidden_.
-  if (shape_.relu_dropout > 0 && positive_bits_switch.get())
-    positive_bits_ = arena.allocate("ffn.positive_bits", DType::i32,
-                                    positive_bits_words(max_rows * shape_.ffn_dim));
 }
 
 void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& out) {
@@ -40,13 +28,7 @@ void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& 
   p_ = ctx.training ? shape_.relu_dropout : 0.0f;
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
   linear_relu_forward(x, fc1_w_->compute, fc1_b_->compute, h);  // ReLU in the GEMM epilogue
-  bits_kept_ = p_ > 0 && positive_bits_.capacity > 0;
-  if (bits_kept_) {
-    Tensor bits = positive_bits_view(rows);
-    dropout_forward_positive_bits(h, h, p_, key_, bits);
-  } else if (p_ > 0) {
-    dropout_forward(h, h, p_, key_);
-  }
+  if (p_ > 0) dropout_forward(h, h, p_, key_);
   linear_forward(h, fc2_w_->compute, fc2_b_->compute, out);
 }
 
@@ -59,17 +41,9 @@ void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
   linear_backward(d_out, h, fc2_w_->compute, dh, fc2_w_->grad, no_bias);
   // h holds the relu output after dropout: h > 0 exactly where dropout kept the element and the
   // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn. The
-  // same pass adds fc1's bias gradient (dh's column sums) instead of a second read of dh. Where the
-  // forward stored the positive bits (h > 0, one bit an element), the pass reads them, not h.
-  if (bits_kept_)
-    relu_dropout_backward_bias_bits(dh, positive_bits_view(rows), dh, p_, fc1_b_->grad);
-  else
-    relu_dropout_backward_bias(dh, h, dh, p_, fc1_b_->grad);
+  // same pass adds fc1's bias gradient (dh's column sums) instead of a second read of dh.
+  relu_dropout_backward_bias(dh, h, dh, p_, fc1_b_->grad);
   linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_w_->grad, no_bias, d_x_write);
-}
-
-Tensor FeedForwardBlock::positive_bits_view(int64_t rows) const {
-  return positive_bits_.view({positive_bits_words(rows * shape_.ffn_dim)});
 }
 
 }  // namespace nmt

@@ -28,14 +28,10 @@ class FeedForwardBlock {
   Tensor& output_bias_grad() { return fc2_b_->grad; }
 
  private:
-  Tensor positive_bits_view(int64_t rows) const;  // [positive_bits_words(rows * ffn_dim)] i32
-
   ModelShape shape_;
   uint32_t dropout_id_;
   Param *fc1_w_, *fc1_b_, *fc2_w_, *fc2_b_;
-  Buffer hidden_;         // [max_rows, ffn_dim]: relu(fc1(x)) after dropout
-  Buffer positive_bits_;  // [positive_bits_words(max_rows * ffn_dim)] i32: hidden_ > 0, if planned
-  bool bits_kept_ = false;  // the last forward wrote positive_bits_ for backward
+  Buffer hidden_;  // [max_rows, ffn_dim]: relu(fc1(x)) after dropout
   Tensor x_;
   RngKey key_;
   float p_ = 0;

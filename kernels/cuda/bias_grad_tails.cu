@@ -76,25 +76,6 @@ struct ReluDropoutGrad {
   }
 };
 
-// relu_dropout_backward from the forward's positive bits (dropout_forward_positive_bits) instead of
-// y: bit e of bits is y[e] > 0, so the product and its rounding are ReluDropoutGrad's. The VEC
-// elements of a pack (element % VEC == 0, VEC dividing 8) are bits of one byte.
-struct PositiveBitsGrad {
-  static constexpr bool kReadsY = false;
-  static constexpr int kMinBlocks = 4;
-  float keep_scale;
-  const uint8_t* bits;
-  template <typename T, int VEC>
-  __device__ void operator()(int64_t element, const Pack<T, VEC>& dy, const Pack<T, VEC>&,
-                             Pack<T, VEC>& dx) const {
-    static_assert(8 % VEC == 0, "a pack's bits are in one byte");
-    const uint32_t positive = static_cast<uint32_t>(__ldg(bits + element / 8)) >> (element % 8);
-#pragma unroll
-    for (int i = 0; i < VEC; ++i)
-      dx.v[i] = from_float<T>((positive >> i) & 1u ? to_float(dy.v[i]) * keep_scale : 0.0f);
-  }
-};
-
 template <typename T, int VEC>
 __device__ __forceinline__ Pack<T, VEC> load_pack(const T* at) {
   return *reinterpret_cast<const Pack<T, VEC>*>(at);
@@ -229,14 +210,6 @@ void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, f
                                 Tensor& db) {
   constexpr const char* op = "relu_dropout_backward_bias";
   run_tail(op, dy, &y, dx, p, db, ReluDropoutGrad{1.0f / (1.0f - p)});
-}
-
-void relu_dropout_backward_bias_bits(const Tensor& dy, const Tensor& positive_bits, Tensor& dx,
-                                     float p, Tensor& db) {
-  constexpr const char* op = "relu_dropout_backward_bias_bits";
-  detail::require_on_gpu(op, {{"positive_bits", &positive_bits}});
-  run_tail(op, dy, nullptr, dx, p, db,
-           PositiveBitsGrad{1.0f / (1.0f - p), static_cast<const uint8_t*>(positive_bits.data)});
 }
 
 }  // namespace nmt::cuda

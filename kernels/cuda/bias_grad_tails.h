@@ -14,8 +14,5 @@ namespace nmt::cuda {
 void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db);
 // dy, y, dx: [rows, cols] T; dx may alias dy. db: [cols] f32 (+=).
 void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db);
-// dy, dx as above; positive_bits: i32 words of the forward's bits (checked by the caller).
-void relu_dropout_backward_bias_bits(const Tensor& dy, const Tensor& positive_bits, Tensor& dx,
-                                     float p, Tensor& db);
 
 }  // namespace nmt::cuda

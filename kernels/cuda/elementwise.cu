@@ -109,43 +109,6 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_
   }
 }
 
-// dropout_kernel's y, and the byte of positive bits of its eight elements: one thread per two
-// blocks of four (two Philox calls), bit j of byte t set where y[8t + j] > 0. PACKED: x and y hold
-// whole 4-element packs (dropout_kernel's test). y may alias x.
-template <typename T, bool PACKED>
-__global__ void dropout_positive_bits_kernel(const T* x, T* y, int64_t n, float p, float keep_scale,
-                                             RngKey key, uint8_t* __restrict__ bits) {
-  const int64_t byte = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t first = byte * 8;
-  if (first >= n) return;
-  uint32_t positive = 0;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int64_t at = first + 4 * half;
-    if (at >= n) break;
-    float scales[4];
-    dropout_scales(key, at / 4, p, keep_scale, scales);
-    if (PACKED && at + 4 <= n) {
-      using P = Pack<T, 4>;
-      const P in = reinterpret_cast<const P*>(x)[at / 4];
-      P out;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        out.v[j] = from_float<T>(to_float(in.v[j]) * scales[j]);
-        positive |= (to_float(out.v[j]) > 0.0f ? 1u : 0u) << (4 * half + j);
-      }
-      reinterpret_cast<P*>(y)[at / 4] = out;
-    } else {
-      for (int j = 0; j < 4 && at + j < n; ++j) {
-        const T out = from_float<T>(to_float(x[at + j]) * scales[j]);
-        y[at + j] = out;
-        positive |= (to_float(out) > 0.0f ? 1u : 0u) << (4 * half + j);
-      }
-    }
-  }
-  bits[byte] = static_cast<uint8_t>(positive);
-}
-
 // y = a + dropout(b), one thread per block of four elements (one Philox call), the mask and the
 // product of dropout_kernel. The dropped-out b is rounded to T before the add, as dropout_forward
 // stored it, so the result equals the two separate ops bit for bit; __fmul_rn / __fadd_rn keep
@@ -290,35 +253,6 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
   apply_dropout("dropout_forward", x, y, p, key);
-}
-
-void dropout_forward_positive_bits(const Tensor& x, Tensor& y, float p, const RngKey& key,
-                                   Tensor& positive_bits) {
-  constexpr const char* op = "dropout_forward_positive_bits";
-  check_same(op, "y", y, "x", x);
-  detail::require_dropout_p(op, p);
-  detail::require_on_gpu(op, {{"x", &x}, {"y", &y}, {"positive_bits", &positive_bits}});
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  const float keep_scale = 1.0f / (1.0f - p);  // apply_dropout's expression: the same y
-  cudaStream_t stream = current_stream();
-  dispatch_float_dtype(x.dtype, op, "x", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const auto address_ok = [](const void* ptr) {
-      return reinterpret_cast<uintptr_t>(ptr) % (4 * sizeof(T)) == 0;
-    };
-    const unsigned blocks = blocks_for((n + 7) / 8, kThreads);
-    const T* in = static_cast<const T*>(x.data);
-    T* out = static_cast<T*>(y.data);
-    auto* bits = static_cast<uint8_t*>(positive_bits.data);
-    if (address_ok(x.data) && address_ok(y.data))
-      dropout_positive_bits_kernel<T, true>
-          <<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key, bits);
-    else
-      dropout_positive_bits_kernel<T, false>
-          <<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key, bits);
-    CUDA_CHECK_LAUNCH();
-  });
 }
 
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {

@@ -20,10 +20,6 @@ void copy_tensor(const Tensor& src, Tensor& dst);     // any dtype; either side 
 void convert_tensor(const Tensor& src, Tensor& dst);  // float dtypes, both on the GPU
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
-// dropout_forward's y, and positive_bits (i32 words, checked by the caller) as
-// kernels/elementwise.h describes.
-void dropout_forward_positive_bits(const Tensor& x, Tensor& y, float p, const RngKey& key,
-                                   Tensor& positive_bits);
 // One pass each, bit-identical to the two ops they fuse (the 16-bit dropped-out value is rounded
 // before the add, as dropout_forward's output was).
 void dropout_residual_add(const Tensor& a, const Tensor& b, Tensor& y, float p, const RngKey& key);

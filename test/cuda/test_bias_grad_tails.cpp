@@ -4,15 +4,9 @@
 // same bits on a second call, and close to a double-precision sum on the host. f32 / bf16 / f16,
 // odd shapes on the vector and scalar paths (16-byte aligned and not, columns that split Philox
 // blocks across rows), one part and many (8193 rows), more column tiles than counters, dx over dy.
-// The ReLU tail also from the forward's positive bits (relu_dropout_backward_bias_bits), and the
-// forward that stores them (dropout_forward_positive_bits) against dropout_forward.
-#include <cuda_runtime.h>
-
-#include <cstdint>
 #include <vector>
 
 #include "kernels/cuda/bias_grad_tails.h"
-#include "kernels/cuda/check.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/stream.h"
@@ -22,16 +16,7 @@
 namespace nmt::test {
 namespace {
 
-enum class Tail { dropout, relu_dropout, relu_bits };
-
-// The positive bits of y (bit e % 32 of word e / 32 set where y[e] > 0), as the forward stores
-// them.
-std::vector<int32_t> positive_bits(const std::vector<float>& y) {
-  std::vector<int32_t> words((y.size() + 31) / 32, 0);
-  for (size_t e = 0; e < y.size(); ++e)
-    if (y[e] > 0.0f) words[e / 32] |= static_cast<int32_t>(1u << (e % 32));
-  return words;
-}
+enum class Tail { dropout, relu_dropout };
 
 struct Shape {
   int64_t rows, cols;
@@ -49,15 +34,12 @@ std::vector<float> column_sums(const std::vector<float>& matrix, Shape s,
   return out;
 }
 
-// bits: y's positive bits (Tail::relu_bits reads them instead of y).
-void fused(Tail tail, const GpuTensor& dy, const GpuTensor& y, const GpuTensor& bits, GpuTensor& dx,
-           float p, const RngKey& key, GpuTensor& db) {
+void fused(Tail tail, const GpuTensor& dy, const GpuTensor& y, GpuTensor& dx, float p,
+           const RngKey& key, GpuTensor& db) {
   if (tail == Tail::dropout)
     cuda::dropout_backward_bias(dy.view, dx.view, p, key, db.view);
-  else if (tail == Tail::relu_dropout)
-    cuda::relu_dropout_backward_bias(dy.view, y.view, dx.view, p, db.view);
   else
-    cuda::relu_dropout_backward_bias_bits(dy.view, bits.view, dx.view, p, db.view);
+    cuda::relu_dropout_backward_bias(dy.view, y.view, dx.view, p, db.view);
 }
 
 void unfused(Tail tail, const GpuTensor& dy, const GpuTensor& y, GpuTensor& dx, float p,
@@ -72,9 +54,7 @@ void unfused(Tail tail, const GpuTensor& dy, const GpuTensor& y, GpuTensor& dx, 
 // One shape: every matrix shifted off 16-byte alignment by `offset` elements (the same for all, so
 // the fused op and accumulate_column_sums take the same path), db starting nonzero.
 void check_tail(Tail tail, DType dtype, Shape s, float p, int offset) {
-  INFO((tail == Tail::dropout        ? "dropout_backward_bias"
-        : tail == Tail::relu_dropout ? "relu_dropout_backward_bias"
-                                     : "relu_dropout_backward_bias_bits")
+  INFO((tail == Tail::dropout ? "dropout_backward_bias" : "relu_dropout_backward_bias")
        << " dtype " << dtype_name(dtype) << " rows " << s.rows << " cols " << s.cols << " p " << p
        << " offset " << offset);
   const RngKey key{20240617, 9, 3};
@@ -86,16 +66,14 @@ void check_tail(Tail tail, DType dtype, Shape s, float p, int offset) {
                            y = rounded(random_floats(n, seed + 2), dtype),
                            db_init = random_floats(static_cast<size_t>(s.cols), seed + 3);
   GpuTensor gdy = upload(dy, shape, dtype, offset), gy = upload(y, shape, dtype, offset);
-  const std::vector<int32_t> words = positive_bits(y);
-  const GpuTensor gbits = upload_i32(words, {static_cast<int64_t>(words.size())});
 
   GpuTensor expected_dx = gpu_poisoned(shape, dtype, offset),
             expected_db = upload(db_init, {s.cols}, DType::f32);
   unfused(tail, gdy, gy, expected_dx, p, key, expected_db);
   GpuTensor dx = gpu_poisoned(shape, dtype, offset), db = upload(db_init, {s.cols}, DType::f32),
             db_again = upload(db_init, {s.cols}, DType::f32);
-  fused(tail, gdy, gy, gbits, dx, p, key, db);
-  fused(tail, gdy, gy, gbits, dx, p, key, db_again);
+  fused(tail, gdy, gy, dx, p, key, db);
+  fused(tail, gdy, gy, dx, p, key, db_again);
 
   const std::vector<float> stored_dx = download(dx.view), sums = download(db.view);
   check_identical("dx against the unfused op", stored_dx, download(expected_dx.view));
@@ -108,7 +86,7 @@ void check_tail(Tail tail, DType dtype, Shape s, float p, int offset) {
 
   GpuTensor in_place = upload(dy, shape, dtype, offset),
             db_in_place = upload(db_init, {s.cols}, DType::f32);
-  fused(tail, in_place, gy, gbits, in_place, p, key, db_in_place);
+  fused(tail, in_place, gy, in_place, p, key, db_in_place);
   check_identical("dx over dy", download(in_place.view), stored_dx);
   check_identical("db with dx over dy", download(db_in_place.view), sums);
 }
@@ -122,7 +100,7 @@ TEST_CASE("cuda bias-gradient tails equal the unfused op then accumulate_column_
   // the vector path with one partial tile (8) and a partial last tile (520), unless offset.
   const int64_t row_counts[] = {1, 7, 130, 8193};
   const int64_t col_counts[] = {1, 3, 8, 12, 13, 520};
-  for (Tail tail : {Tail::dropout, Tail::relu_dropout, Tail::relu_bits})
+  for (Tail tail : {Tail::dropout, Tail::relu_dropout})
     for (DType dtype : {DType::f32, DType::bf16, DType::f16})
       for (int64_t rows : row_counts)
         for (int64_t cols : col_counts)
@@ -134,39 +112,11 @@ TEST_CASE("cuda bias-gradient tails: more column tiles than counters, Transforme
           "[cuda][bias_grad_tails]") {
   // 131105 odd columns: 4098 scalar tiles of 32, more than the 4096 counters, so two launches,
   // each with two parts of the 130 rows. 512 and 2048: the engine's d_model and ffn_dim.
-  for (Tail tail : {Tail::dropout, Tail::relu_dropout, Tail::relu_bits}) {
+  for (Tail tail : {Tail::dropout, Tail::relu_dropout}) {
     check_tail(tail, DType::bf16, {130, 131105}, 0.3f, 0);
     check_tail(tail, DType::bf16, {8192, 512}, 0.1f, 0);
     check_tail(tail, DType::bf16, {8192, 2048}, 0.1f, 0);
   }
-}
-
-TEST_CASE("cuda dropout_forward_positive_bits: dropout_forward's output and its positive bits",
-          "[cuda][bias_grad_tails]") {
-  // Element counts that end mid-byte and mid-word, both load paths (offset), in place and not.
-  const RngKey key{7, 2, 11};
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
-    for (int64_t n : {int64_t{1}, int64_t{13}, int64_t{40}, int64_t{4099}, int64_t{8192 * 64}})
-      for (int offset : {0, 1})
-        for (bool in_place : {false, true}) {
-          INFO("dtype " << dtype_name(dtype) << " n " << n << " offset " << offset << " in place "
-                        << in_place);
-          const std::vector<float> x = rounded(random_floats(static_cast<size_t>(n), 77), dtype);
-          GpuTensor gx = upload(x, {n}, dtype, offset), expected = gpu_poisoned({n}, dtype, offset);
-          cuda::dropout_forward(gx.view, expected.view, 0.3f, key);
-          const std::vector<float> y = download(expected.view);
-          const auto words = static_cast<int64_t>((n + 31) / 32);
-          GpuTensor bits = upload_i32(std::vector<int32_t>(static_cast<size_t>(words), 0), {words});
-          GpuTensor out =
-              in_place ? upload(x, {n}, dtype, offset) : gpu_poisoned({n}, dtype, offset);
-          cuda::dropout_forward_positive_bits(in_place ? out.view : gx.view, out.view, 0.3f, key,
-                                              bits.view);
-          check_identical("y against dropout_forward", download(out.view), y);
-          std::vector<int32_t> stored(static_cast<size_t>(words));
-          CUDA_CHECK(cudaMemcpy(stored.data(), bits.view.data, stored.size() * sizeof(int32_t),
-                                cudaMemcpyDeviceToHost));
-          CHECK(stored == positive_bits(y));
-        }
 }
 
 }  // namespace nmt::test

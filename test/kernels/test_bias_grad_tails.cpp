@@ -1,8 +1,7 @@
 // The backward tails with a bias gradient (kernels/bias_grad_tails.h) on the CPU: dx and db equal
 // the unfused pair bit for bit (the element op of elementwise.h, then linear_backward's db from the
 // stored dx) at odd shapes, with and without dropout, in place and not, db accumulated onto a
-// nonzero value; the ReLU tail from the forward's positive bits (dropout_forward_positive_bits)
-// equal to it from y; and bad arguments are rejected naming the op and the tensor.
+// nonzero value; and bad arguments are rejected naming the op and the tensor.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -107,40 +106,6 @@ TEST_CASE("relu_dropout_backward_bias equals relu_dropout_backward then linear_b
     }
 }
 
-TEST_CASE("the ReLU-dropout tail from the forward's positive bits equals it from y",
-          "[bias_grad_tails][dropout]") {
-  const RngKey key{41, 3, 9};
-  for (Shape s : kShapes)
-    for (float p : {0.0f, 0.3f}) {
-      INFO("rows " << s.rows << " cols " << s.cols << " p " << p);
-      const auto n = static_cast<size_t>(s.rows * s.cols);
-      const std::vector<float> z = random_uniform(n, 400 + static_cast<uint32_t>(n));
-      std::vector<float> relu(n), y(n), y_with_bits(n);
-      for (size_t i = 0; i < n; ++i) relu[i] = z[i] > 0.0f ? z[i] : 0.0f;
-      Tensor y_view = view(y, {s.rows, s.cols}), y_bits_view = view(y_with_bits, {s.rows, s.cols});
-      dropout_forward(view(relu, {s.rows, s.cols}), y_view, p, key);
-      const int64_t words = positive_bits_words(s.rows * s.cols);
-      std::vector<int32_t> bits(static_cast<size_t>(words), -1);
-      Tensor bits_view = view(bits, {words});
-      dropout_forward_positive_bits(view(relu, {s.rows, s.cols}), y_bits_view, p, key, bits_view);
-      CHECK(y_with_bits == y);
-      for (size_t e = 0; e < n; ++e)
-        CHECK(((static_cast<uint32_t>(bits[e / 32]) >> (e % 32)) & 1u) == (y[e] > 0.0f ? 1u : 0u));
-
-      const std::vector<float> dy = random_uniform(n, 500 + static_cast<uint32_t>(n)),
-                               db_init = random_uniform(static_cast<size_t>(s.cols), 6);
-      std::vector<float> expected_dx(n), expected_db = db_init, dx = dy, db = db_init;
-      Tensor expected_dx_view = view(expected_dx, {s.rows, s.cols}),
-             expected_db_view = view(expected_db, {s.cols}), dx_view = view(dx, {s.rows, s.cols}),
-             db_view = view(db, {s.cols});
-      relu_dropout_backward_bias(view(dy, {s.rows, s.cols}), y_view, expected_dx_view, p,
-                                 expected_db_view);
-      relu_dropout_backward_bias_bits(dx_view, bits_view, dx_view, p, db_view);  // dx over dy
-      CHECK(dx == expected_dx);
-      CHECK(db == expected_db);
-    }
-}
-
 TEST_CASE("the bias-gradient tails reject bad arguments, naming the op and the tensor",
           "[bias_grad_tails][errors]") {
   std::vector<float> dy(12), y(12), dx(12), other(10), db(4), short_db(3);
@@ -182,21 +147,4 @@ TEST_CASE("the bias-gradient tails reject bad arguments, naming the op and the t
                       relu_dropout_backward_bias(dy_view, y_view, dx_view, 0.1f, short_db_view);
                     }),
                     "relu_dropout_backward_bias: db"));
-
-  std::vector<int32_t> bits(1), short_bits(0);
-  const Tensor no_bits = view(short_bits, {0});
-  CHECK(message_has(invalid_argument_message([&] {
-                      relu_dropout_backward_bias_bits(dy_view, no_bits, dx_view, 0.1f, db_view);
-                    }),
-                    "relu_dropout_backward_bias_bits: positive_bits"));
-  CHECK(message_has(invalid_argument_message([&] {
-                      relu_dropout_backward_bias_bits(dy_view, y_view, dx_view, 0.1f, db_view);
-                    }),
-                    "relu_dropout_backward_bias_bits: positive_bits"));
-  Tensor out = view(y, {3, 4});
-  Tensor one_word = view(bits, {1});
-  CHECK(message_has(invalid_argument_message(
-                        [&] { dropout_forward_positive_bits(dy_view, out, 0.1f, {}, flat_dx); }),
-                    "dropout_forward_positive_bits: positive_bits"));
-  CHECK_NOTHROW(dropout_forward_positive_bits(dy_view, out, 0.1f, {}, one_word));
 }
