@@ -100,6 +100,19 @@ __device__ __forceinline__ void zero_row(T* row, int64_t packs) {
     reinterpret_cast<Pack<T, VEC>*>(row)[p] = zeros;
 }
 
+// A row whose target is padding or outside the vocabulary: its gradient row zeroed (out [vocab] T,
+// where one is written) and its status stored; returns whether the row is one, so the kernel ends.
+template <typename T, int VEC>
+__device__ __forceinline__ bool skipped_row(int32_t target, int32_t pad_id, int64_t vocab,
+                                            int64_t row, T* out, int64_t packs,
+                                            RowLoss* __restrict__ row_losses) {
+  if (target != pad_id && target >= 0 && target < vocab) return false;
+  if (out) zero_row<T, VEC>(out, packs);
+  if (threadIdx.x == 0)
+    row_losses[row] = RowLoss{0.0f, 0.0f, target == pad_id ? kPadRow : kBadTarget};
+  return true;
+}
+
 // Per-thread running statistics of pass 1.
 struct Running {
   float max = -INFINITY;  // running max of the logits seen
@@ -153,12 +166,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const P* in = reinterpret_cast<const P*>(logits + row * vocab);
   T* out = d_logits ? d_logits + row * vocab : nullptr;
   const int32_t target = targets[row];
-  if (target == pad_id || target < 0 || target >= vocab) {
-    if (out) zero_row<T, VEC>(out, packs);
-    if (threadIdx.x == 0)
-      row_losses[row] = RowLoss{0.0f, 0.0f, target == pad_id ? kPadRow : kBadTarget};
-    return;
-  }
+  if (skipped_row<T, VEC>(target, pad_id, vocab, row, out, packs, row_losses)) return;
   // Read before any thread writes the row (the writes come after the barriers below).
   const float target_logit = to_float(logits[row * vocab + target]);
 
@@ -305,14 +313,9 @@ __global__ void __launch_bounds__(kSmemThreads, kSmemBlocksPerSm)
   const P* in = reinterpret_cast<const P*>(logits + row * vocab);
   T* out = d_logits ? d_logits + row * vocab : nullptr;
   const int32_t target = targets[row];
-  if (target == pad_id || target < 0 || target >= vocab) {
-    if (out) zero_row<T, VEC>(out, packs);
-    if (threadIdx.x == 0)
-      row_losses[row] = RowLoss{0.0f, 0.0f, target == pad_id ? kPadRow : kBadTarget};
-    return;
-  }
+  if (skipped_row<T, VEC>(target, pad_id, vocab, row, out, packs, row_losses)) return;
 
-  // Thread t copies packs t, t + kSmemThreads, ..., one commit group each (empty past the row).
+    // Thread t copies packs t, t + kSmemThreads, ..., one commit group each (empty past the row).
 #pragma unroll
   for (int k = 0; k < kSmemMaxPacksPerThread; ++k) {
     const int p = threadIdx.x + k * kSmemThreads;
