@@ -9,7 +9,6 @@
 #include "kernels/cuda/bias_grad_tails.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/column_sums.cuh"
-#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/stream.h"
@@ -104,7 +103,6 @@ __global__ void __launch_bounds__(column_sums::kThreads, Grad::kMinBlocks)
                           int64_t rows_per_part, int64_t parts, int64_t parts_per_block,
                           int64_t first_tile, Grad grad, float* __restrict__ partials,
                           unsigned* __restrict__ counters, float* __restrict__ db) {
-  wait_for_previous_grid();
   using L = column_sums::Layout<VEC>;
   constexpr int kRowUnroll = column_sums::kRowUnroll;
   extern __shared__ float4 column_sums_slots[];  // column_sums::slot_bytes<VEC>(parts_per_block)
@@ -151,11 +149,11 @@ void launch_tail(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, con
   using L = column_sums::Layout<VEC>;
   const column_sums::Grid grid = column_sums::plan_grid(rows, cols, L::kTileCols, stream);
   for (int64_t first = 0; first < grid.tiles; first += grid.tiles_per_launch) {
-    launch_dependent(bias_grad_tail_kernel<T, VEC, Grad>, grid.launch_grid(first),
-                     dim3(L::kLanesX, L::kLanesY),
-                     column_sums::slot_bytes<VEC>(grid.parts_per_block), stream, dy, y, dx, rows,
-                     cols, grid.rows_per_part, grid.parts, grid.parts_per_block, first, grad,
-                     grid.partials, grid.counters, db);
+    bias_grad_tail_kernel<T, VEC, Grad>
+        <<<grid.launch_grid(first), dim3(L::kLanesX, L::kLanesY),
+           column_sums::slot_bytes<VEC>(grid.parts_per_block), stream>>>(
+            dy, y, dx, rows, cols, grid.rows_per_part, grid.parts, grid.parts_per_block, first,
+            grad, grid.partials, grid.counters, db);
     CUDA_CHECK_LAUNCH();
   }
 }

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/elementwise.h"
@@ -92,7 +91,6 @@ void launch_map(const char* op_name, const Tensor& a, const Tensor& b, Tensor& y
 // One thread per block of four elements (one Philox call). y may alias x.
 template <typename T, bool PACKED>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_scale, RngKey key) {
-  wait_for_previous_grid();
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t first = block * 4;
   if (first >= n) return;
@@ -171,11 +169,9 @@ void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const Rn
     const T* in = static_cast<const T*>(x.data);
     T* out = static_cast<T*>(y.data);
     if (address_ok(x.data) && address_ok(y.data))
-      launch_dependent(dropout_kernel<T, true>, dim3(blocks), dim3(kThreads), 0, stream, in, out, n,
-                       p, keep_scale, key);
+      dropout_kernel<T, true><<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key);
     else
-      launch_dependent(dropout_kernel<T, false>, dim3(blocks), dim3(kThreads), 0, stream, in, out,
-                       n, p, keep_scale, key);
+      dropout_kernel<T, false><<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -14,7 +14,6 @@
 
 #include "kernels/cuda/bias_grad_tails.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/layernorm.h"
@@ -179,7 +178,6 @@ __global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNK
                             const float* __restrict__ mean, const float* __restrict__ rstd,
                             const T* residual, T* dx, DropoutTail<T> dropout,
                             float* __restrict__ partials, int64_t rows, int d) {
-  wait_for_previous_grid();
   constexpr bool ADD_RESIDUAL = adds_residual(TAIL);
   constexpr bool DROPOUT_BIAS = has_dropout_bias(TAIL);
   constexpr int kSums = DROPOUT_BIAS ? 3 : 2;
@@ -551,9 +549,8 @@ bool launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Te
             resources.scratch(static_cast<size_t>(blocks * kSums * d) * sizeof(float)));
         const auto kernel = backward_rows_kernel<T, kVec, kChunks, TAIL>();
         constexpr size_t kSharedBytes = backward_rows_shared_bytes<T, kVec, kChunks, TAIL>();
-        launch_dependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kRowThreads),
-                         kSharedBytes, stream, dyp, xp, gp, mp, rp, residualp, dxp, dropout,
-                         partials, rows, static_cast<int>(d));
+        kernel<<<static_cast<unsigned>(blocks), kRowThreads, kSharedBytes, stream>>>(
+            dyp, xp, gp, mp, rp, residualp, dxp, dropout, partials, rows, static_cast<int>(d));
         CUDA_CHECK_LAUNCH();
         if constexpr (kDropoutBias)
           accumulate_partial_sum_triple(partials, blocks, d, dgamma_out, dbeta_out,

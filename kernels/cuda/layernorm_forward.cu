@@ -15,7 +15,6 @@
 #include <cstdint>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/elementwise.h"
@@ -112,7 +111,6 @@ __global__ void __launch_bounds__(kRowThreads)
     layernorm_forward_rows(const T* __restrict__ x, const T* __restrict__ gamma,
                            const T* __restrict__ beta, T* __restrict__ y, float* __restrict__ mean,
                            float* __restrict__ rstd, int64_t rows, int d, float eps) {
-  wait_for_previous_grid();
   using P = Pack<T, VEC>;
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
@@ -182,7 +180,6 @@ __global__ void __launch_bounds__(kRowThreads)
                                     T* __restrict__ y, float* __restrict__ mean,
                                     float* __restrict__ rstd, int64_t rows, int d, float eps,
                                     float p, float keep_scale, RngKey key) {
-  wait_for_previous_grid();
   using P = Pack<T, VEC>;
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
@@ -255,9 +252,9 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
     float* mp = static_cast<float*>(mean.data);
     float* rp = static_cast<float*>(rstd.data);
     const bool done = layernorm_rows::with_row_variant<T>(d, aligned, [&](auto vec, auto chunks) {
-      launch_dependent(layernorm_forward_rows<T, decltype(vec)::value, decltype(chunks)::value>,
-                       dim3(blocks_for(rows, kWarpsPerBlock)), dim3(kRowThreads), 0, stream, xp, gp,
-                       bp, yp, mp, rp, rows, static_cast<int>(d), eps);
+      layernorm_forward_rows<T, decltype(vec)::value, decltype(chunks)::value>
+          <<<blocks_for(rows, kWarpsPerBlock), kRowThreads, 0, stream>>>(
+              xp, gp, bp, yp, mp, rp, rows, static_cast<int>(d), eps);
     });
     if (!done)
       layernorm_forward_generic<T><<<static_cast<unsigned>(rows), kGenericThreads, 0, stream>>>(
@@ -333,11 +330,10 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
         return;
       }
       with_dropout([&](auto dropout) {
-        launch_dependent(dropout_residual_layernorm_rows<T, kVec, decltype(chunks)::value,
-                                                         decltype(dropout)::value>,
-                         dim3(blocks_for(rows, kWarpsPerBlock)), dim3(kRowThreads), 0, stream, rp,
-                         bp, sp, gammap, betap, yp, meanp, rstdp, rows, static_cast<int>(d), eps, p,
-                         keep_scale, key);
+        dropout_residual_layernorm_rows<T, kVec, decltype(chunks)::value, decltype(dropout)::value>
+            <<<blocks_for(rows, kWarpsPerBlock), kRowThreads, 0, stream>>>(
+                rp, bp, sp, gammap, betap, yp, meanp, rstdp, rows, static_cast<int>(d), eps, p,
+                keep_scale, key);
       });
     });
     if (!done)

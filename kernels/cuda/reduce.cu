@@ -4,7 +4,6 @@
 // gradient of its dropout tail).
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/column_sums.cuh"
-#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/reduce.h"
 
@@ -28,7 +27,6 @@ struct PartialSumOutputs {
 __global__ void __launch_bounds__(kCols* kLanes)
     accumulate_partial_sums_kernel(const float* __restrict__ partials, int64_t parts, int64_t cols,
                                    int outputs, PartialSumOutputs outs) {
-  wait_for_previous_grid();
   __shared__ float lane_sums[kLanes][kCols + 1];
   const int64_t width = outputs * cols;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + threadIdx.x;
@@ -62,8 +60,8 @@ __global__ void __launch_bounds__(kCols* kLanes)
 void accumulate_partial_sums(const float* partials, int64_t parts, int64_t cols,
                              PartialSumOutputs outs, int outputs, cudaStream_t stream) {
   if (cols == 0 || parts == 0) return;
-  launch_dependent(accumulate_partial_sums_kernel, dim3(blocks_for(outputs * cols, kCols)),
-                   dim3(kCols, kLanes), 0, stream, partials, parts, cols, outputs, outs);
+  accumulate_partial_sums_kernel<<<blocks_for(outputs * cols, kCols), dim3(kCols, kLanes), 0,
+                                   stream>>>(partials, parts, cols, outputs, outs);
   CUDA_CHECK_LAUNCH();
 }
 
