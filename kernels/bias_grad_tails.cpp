@@ -27,12 +27,14 @@ void check_tail(const char* op, const Tensor& dy, const Tensor& dx, const Tensor
 
 }  // namespace
 
-void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db) {
+void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db,
+                           const Tensor& keep_bits) {
   constexpr const char* op = "dropout_backward_bias";
   check_tail(op, dy, dx, db, p);
-  check_same_device(op, {&dy, &dx, &db});
+  detail::require_keep_bits(op, keep_bits, dy.dim(0), dy.dim(1), {{"dx", &dx}, {"db", &db}});
+  check_same_device(op, {&dy, &dx, &db, &keep_bits});
   if (detail::call_device({&dy, &dx, &db}) == Device::cuda)
-    return cuda::dropout_backward_bias(dy, dx, p, key, db);
+    return cuda::dropout_backward_bias(dy, dx, p, key, db, keep_bits);
   float* dx_data = detail::cpu_f32(op, "dx", dx);
   cpu::dropout_apply(detail::cpu_f32(op, "dy", dy), dx_data, dy.numel(), p, key);
   cpu::accumulate_column_sums(dx_data, dy.dim(0), dy.dim(1), detail::cpu_f32(op, "db", db));

@@ -14,7 +14,12 @@ namespace nmt {
 
 // dy, dx: [rows, cols]; dx = what dropout_backward(dy, dx, p, key) writes (p == 0: a copy of dy),
 // dx may alias dy. db: [cols] f32, += the column sums of dx as stored (rounded to dx's dtype).
-void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db);
+// keep_bits: empty (the mask of p and key is drawn), or that mask saved as bits by the forward
+// that applied it (kernels/philox.h; dropout_residual_layernorm_forward, kernels/layernorm.h),
+// [dropout_keep_bits_words(rows, cols)] i32 on dy's device, apart from dx and db (checked): the
+// GPU reads it instead of drawing, the CPU draws; the same bits either way.
+void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db,
+                           const Tensor& keep_bits = Tensor());
 
 // dy, y, dx: [rows, cols]; dx = what relu_dropout_backward(dy, y, dx, p) writes (y: the forward's
 // output dropout(relu(z))), dx may alias dy. db: [cols] f32, += the column sums of dx as stored.

@@ -39,18 +39,19 @@ void check_backward(const char* op, const Tensor& dy, const Tensor& x, const Ten
 // d_branch must stay apart from the residual too.
 void check_branch_tail(const char* op, const Tensor& dy, const Tensor& x, const Tensor* residual,
                        const Tensor& dx, const Tensor& d_branch, float p,
-                       const Tensor& d_branch_bias) {
+                       const Tensor& d_branch_bias, const Tensor& keep_bits) {
   const int64_t rows = x.dim(0), d = x.dim(1);
   check_shape(op, "d_branch", d_branch, {rows, d});
   check_shape(op, "d_branch_bias", d_branch_bias, {d});
   detail::require_dropout_p(op, p);
-  check_same_device(op, {&dy, &x, &d_branch, &d_branch_bias});
+  detail::require_keep_bits(op, keep_bits, rows, d, {{"dx", &dx}, {"d_branch", &d_branch}});
+  check_same_device(op, {&dy, &x, &d_branch, &d_branch_bias, &keep_bits});
   detail::require_branch_tail_apart(op, dy, x, residual, dx, d_branch, d_branch_bias);
 }
 
 // The CPU reference of both dropout-bias tails: layernorm_backward (layernorm_backward_add with a
-// residual), then dropout_backward_bias's two steps (bias_grad_tails.cpp). Every dtype and data
-// check before the first write.
+// residual), then dropout_backward_bias's two steps (bias_grad_tails.cpp), the mask drawn (a
+// saved one is the same mask). Every dtype and data check before the first write.
 void branch_tail_on_cpu(const char* op, const Tensor& dy, const Tensor& x, const Tensor& gamma,
                         const Tensor& mean, const Tensor& rstd, const Tensor* residual, Tensor& dx,
                         Tensor& d_gamma, Tensor& d_beta, Tensor& d_branch, float p,
@@ -127,10 +128,10 @@ void layernorm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gam
       detail::cpu_f32(op, "d_beta", d_beta), x.dim(0), x.dim(1));
 }
 
-void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& branch, Tensor& sum,
+bool dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& branch, Tensor& sum,
                                         float p, const RngKey& key, const Tensor& gamma,
                                         const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd,
-                                        float eps) {
+                                        float eps, const Tensor& keep_bits) {
   constexpr const char* op = "dropout_residual_layernorm_forward";
   detail::require_rank(op, "residual", residual, 2, "[rows, d]");
   const int64_t rows = residual.dim(0), d = residual.dim(1);
@@ -142,7 +143,10 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
   check_shape(op, "mean", mean, {rows});
   check_shape(op, "rstd", rstd, {rows});
   detail::require_dropout_p(op, p);
-  check_same_device(op, {&residual, &branch, &sum, &gamma, &beta, &y, &mean, &rstd});
+  detail::require_keep_bits(
+      op, keep_bits, rows, d,
+      {{"residual", &residual}, {"branch", &branch}, {"sum", &sum}, {"y", &y}});
+  check_same_device(op, {&residual, &branch, &sum, &gamma, &beta, &y, &mean, &rstd, &keep_bits});
   detail::require_disjoint_or_same(op, "sum", sum, "residual", residual);
   detail::require_disjoint_or_same(op, "sum", sum, "branch", branch);
   detail::require_disjoint(op, "y", y, "residual", residual);
@@ -151,7 +155,7 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
   if (detail::call_device({&residual, &branch, &sum, &gamma, &beta, &y, &mean, &rstd}) ==
       Device::cuda)
     return cuda::dropout_residual_layernorm_forward(residual, branch, sum, p, key, gamma, beta, y,
-                                                    mean, rstd, eps);
+                                                    mean, rstd, eps, keep_bits);
   // Every dtype and data check before the first write.
   const float* residual_data = detail::cpu_f32(op, "residual", residual);
   const float* branch_data = detail::cpu_f32(op, "branch", branch);
@@ -164,19 +168,21 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
   cpu::dropout_residual_add(residual_data, branch_data, sum_data, rows * d, p, key);
   cpu::layernorm_forward(sum_data, gamma_data, beta_data, y_data, mean_data, rstd_data, rows, d,
                          eps);
+  return false;  // the CPU backward draws the mask
 }
 
 void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                      const Tensor& mean, const Tensor& rstd, Tensor& dx,
                                      Tensor& d_gamma, Tensor& d_beta, Tensor& d_branch, float p,
-                                     const RngKey& key, Tensor& d_branch_bias) {
+                                     const RngKey& key, Tensor& d_branch_bias,
+                                     const Tensor& keep_bits) {
   constexpr const char* op = "layernorm_backward_dropout_bias";
   check_backward(op, dy, x, gamma, mean, rstd, nullptr, dx, d_gamma, d_beta);
-  check_branch_tail(op, dy, x, nullptr, dx, d_branch, p, d_branch_bias);
+  check_branch_tail(op, dy, x, nullptr, dx, d_branch, p, d_branch_bias, keep_bits);
   if (detail::call_device({&dy, &x, &gamma, &mean, &rstd, &dx, &d_gamma, &d_beta, &d_branch,
                            &d_branch_bias}) == Device::cuda)
     return cuda::layernorm_backward_dropout_bias(dy, x, gamma, mean, rstd, dx, d_gamma, d_beta,
-                                                 d_branch, p, key, d_branch_bias);
+                                                 d_branch, p, key, d_branch_bias, keep_bits);
   branch_tail_on_cpu(op, dy, x, gamma, mean, rstd, nullptr, dx, d_gamma, d_beta, d_branch, p, key,
                      d_branch_bias);
 }
@@ -185,15 +191,17 @@ void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, cons
                                          const Tensor& mean, const Tensor& rstd,
                                          const Tensor& residual, Tensor& dx, Tensor& d_gamma,
                                          Tensor& d_beta, Tensor& d_branch, float p,
-                                         const RngKey& key, Tensor& d_branch_bias) {
+                                         const RngKey& key, Tensor& d_branch_bias,
+                                         const Tensor& keep_bits) {
   constexpr const char* op = "layernorm_backward_add_dropout_bias";
   // Shapes, devices, dx apart from dy, dx the residual or apart from it (layernorm_backward_add's).
   check_backward(op, dy, x, gamma, mean, rstd, &residual, dx, d_gamma, d_beta);
-  check_branch_tail(op, dy, x, &residual, dx, d_branch, p, d_branch_bias);
+  check_branch_tail(op, dy, x, &residual, dx, d_branch, p, d_branch_bias, keep_bits);
   if (detail::call_device({&dy, &x, &gamma, &mean, &rstd, &residual, &dx, &d_gamma, &d_beta,
                            &d_branch, &d_branch_bias}) == Device::cuda)
-    return cuda::layernorm_backward_add_dropout_bias(
-        dy, x, gamma, mean, rstd, residual, dx, d_gamma, d_beta, d_branch, p, key, d_branch_bias);
+    return cuda::layernorm_backward_add_dropout_bias(dy, x, gamma, mean, rstd, residual, dx,
+                                                     d_gamma, d_beta, d_branch, p, key,
+                                                     d_branch_bias, keep_bits);
   branch_tail_on_cpu(op, dy, x, gamma, mean, rstd, &residual, dx, d_gamma, d_beta, d_branch, p, key,
                      d_branch_bias);
 }

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "kernels/philox.h"
+
 namespace nmt {
 
 void check_shape(const char* op, const char* name, const Tensor& t,
@@ -141,6 +143,15 @@ void require_on_gpu(const char* op, std::initializer_list<NamedTensor> tensors) 
 
 void require_optional_on_gpu(const char* op, std::initializer_list<NamedTensor> tensors) {
   for (const NamedTensor& t : tensors) require_cuda(op, t.name, *t.tensor);
+}
+
+void require_keep_bits(const char* op, const Tensor& keep_bits, int64_t rows, int64_t d,
+                       std::initializer_list<NamedTensor> apart) {
+  if (keep_bits.empty()) return;
+  check_shape(op, "keep_bits", keep_bits, {dropout_keep_bits_words(rows, d)});
+  require_dtype(op, "keep_bits", keep_bits, DType::i32);
+  for (const NamedTensor& t : apart)
+    require_disjoint(op, "keep_bits", keep_bits, t.name, *t.tensor);
 }
 
 float* cpu_f32(const char* op, const char* name, const Tensor& t) {

@@ -71,6 +71,11 @@ struct NamedTensor {
 void require_on_gpu(const char* op, std::initializer_list<NamedTensor> tensors);
 // For optional arguments, which a Tensor without data (a default Tensor) leaves out: require_cuda.
 void require_optional_on_gpu(const char* op, std::initializer_list<NamedTensor> tensors);
+// An optional saved dropout mask (kernels/philox.h): empty, or [dropout_keep_bits_words(rows, d)]
+// i32 whose bytes overlap none of `apart` (what the op writes, or reads while it writes the mask);
+// throws std::invalid_argument naming the op otherwise.
+void require_keep_bits(const char* op, const Tensor& keep_bits, int64_t rows, int64_t d,
+                       std::initializer_list<NamedTensor> apart);
 
 // The data of a CPU tensor as f32 / i32; throws std::invalid_argument naming the op and tensor when
 // the dtype differs ("the ops are fp32-only on the CPU") or a non-empty shape has no data.

@@ -77,4 +77,14 @@ NMT_HOST_DEVICE bool dropout_keep(const RngKey& key, uint64_t element, float p) 
   return rng_uniform(key, element) >= p;
 }
 
+// A dropout's keep mask saved as bits, for a backward to read instead of drawing it again (the
+// LayerNorm tails of kernels/layernorm.h and dropout_backward_bias): element e of the flat
+// [rows, d] tensor (e = row * d + col) is bit e % 32 of i32 word e / 32, 1 where dropout_keep.
+// In memory (little-endian, as the GPU and the x86 / Arm hosts are) that is bit e % 8 of byte
+// e / 8: one byte per 8-element pack from a multiple of 8, the byte dropout_keep_bits<8> makes of
+// the pack (kernels/cuda/dropout_mask.cuh). The words of a [rows, d] mask:
+NMT_HOST_DEVICE int64_t dropout_keep_bits_words(int64_t rows, int64_t d) {
+  return (rows * d + 31) / 32;
+}
+
 }  // namespace nmt

@@ -1,6 +1,7 @@
 // bench-kernels' LayerNorm backward and LayerNorm tail rows (bench_residual_layernorm.h).
 #include <cuda_runtime.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "bench/bench-kernels/bench_residual_layernorm.h"
@@ -13,6 +14,19 @@ namespace {
 
 constexpr float kDropout = 0.1f;
 constexpr float kEps = 1e-5f;
+
+// The keep mask of (kDropout, key) over [rows, d] as the forward stores it for the backward
+// (kernels/philox.h), made by one forward call on scratch tensors.
+void store_mask(const Tensor& keep_bits, int64_t rows, int64_t d, const RngKey& key) {
+  DeviceTensor residual({rows, d}, DType::bf16), branch({rows, d}, DType::bf16),
+      sum({rows, d}, DType::bf16), y({rows, d}, DType::bf16), gamma({d}, DType::bf16),
+      beta({d}, DType::bf16), mean({rows}, DType::f32), rstd({rows}, DType::f32);
+  if (!cuda::dropout_residual_layernorm_forward(residual.view, branch.view, sum.view, kDropout, key,
+                                                gamma.view, beta.view, y.view, mean.view, rstd.view,
+                                                kEps, keep_bits))
+    throw std::logic_error("bench: the forward stored no keep mask at " + std::to_string(rows) +
+                           "x" + std::to_string(d));
+}
 
 // The sublayer's forward tail: normed = x + dropout(f_out), out = LN(normed).
 void bench_forward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d) {
@@ -37,6 +51,15 @@ void bench_forward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d
                                              kEps);
   });
   report("dropout_residual_layernorm_forward bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
+  // Storing the keep mask for the backward (one bit an element more to write).
+  DeviceTensor keep_bits({dropout_keep_bits_words(rows, d)}, DType::i32);
+  ms = timer.median_ms([&] {
+    cuda::dropout_residual_layernorm_forward(residual.view, branch.view, sum.view, kDropout, key,
+                                             gamma.view, beta.view, y.view, mean.view, rstd.view,
+                                             kEps, keep_bits.view);
+  });
+  report("dropout_residual_layernorm_forward bf16, keep bits", shape, ms, gb_per_s(bytes, ms),
+         "GB/s");
 }
 
 // The sublayer's backward tail: d_x = LN'(d_out), d_f = dropout'(d_x) and f's output bias
@@ -66,6 +89,14 @@ void bench_backward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t 
                                           kDropout, key, d_branch_bias.view);
   });
   report("layernorm_backward_dropout_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
+  DeviceTensor keep_bits({dropout_keep_bits_words(rows, d)}, DType::i32);
+  store_mask(keep_bits.view, rows, d, key);
+  ms = timer.median_ms([&] {
+    cuda::layernorm_backward_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
+                                          dx.view, d_gamma.view, d_beta.view, d_branch.view,
+                                          kDropout, key, d_branch_bias.view, keep_bits.view);
+  });
+  report("layernorm_backward_dropout_bias bf16, keep bits", shape, ms, gb_per_s(bytes, ms), "GB/s");
 }
 
 // The pre-norm sublayer's backward boundary: d_x = d_x + LN'(d_normed) in place over the residual
@@ -99,6 +130,15 @@ void bench_backward_add(KernelTimer& timer, ReportRow report, int64_t rows, int6
                                               d_branch.view, kDropout, key, d_branch_bias.view);
   });
   report("layernorm_backward_add_dropout_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
+  DeviceTensor keep_bits({dropout_keep_bits_words(rows, d)}, DType::i32);
+  store_mask(keep_bits.view, rows, d, key);
+  ms = timer.median_ms([&] {
+    cuda::layernorm_backward_add_dropout_bias(
+        dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view, dx.view, d_gamma.view,
+        d_beta.view, d_branch.view, kDropout, key, d_branch_bias.view, keep_bits.view);
+  });
+  report("layernorm_backward_add_dropout_bias bf16, keep bits", shape, ms, gb_per_s(bytes, ms),
+         "GB/s");
 }
 
 // The three backward ops of one register-path kernel (layernorm_backward.cu), each alone: the
@@ -136,6 +176,16 @@ void bench_backward_tails(KernelTimer& timer, ReportRow report, int64_t rows, in
                                           kDropout, key, d_branch_bias.view);
   });
   report("layernorm_backward_dropout_bias bf16", shape, ms, gb_per_s(4 * pass, ms), "GB/s");
+  // The same with the forward's saved mask (one bit an element more to read, no Philox draws).
+  DeviceTensor keep_bits({dropout_keep_bits_words(rows, d)}, DType::i32);
+  store_mask(keep_bits.view, rows, d, key);
+  ms = timer.median_ms([&] {
+    cuda::layernorm_backward_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
+                                          dx.view, d_gamma.view, d_beta.view, d_branch.view,
+                                          kDropout, key, d_branch_bias.view, keep_bits.view);
+  });
+  report("layernorm_backward_dropout_bias bf16, keep bits", shape, ms, gb_per_s(4 * pass, ms),
+         "GB/s");
 }
 
 }  // namespace

@@ -35,7 +35,18 @@ struct BranchTail {
   float p = 0;
   RngKey key;
   Tensor* f_bias_grad = nullptr;  // [d] f32, accumulated
+  // The mask of p and key as that sublayer's forward stored it ([dropout_keep_bits_words(rows, d)]
+  // i32, kernels/philox.h), or empty where it did not: the backward then draws it.
+  Tensor keep_bits;
 };
+
+// Whether the sublayers save their residual dropout's keep mask as bits in forward for the backward
+// to read (where the kernels can: CUDA, bf16 / f16, dropout on) instead of drawing it again. On by
+// default; NMT_LAYERNORM_KEEP_BITS=0 in the environment, or set_layernorm_keep_bits(false), turns
+// it off (for A/B timing: the gradients are the same bits either way). A model reads it once, when
+// it plans its memory (its constructor), so a model keeps one setting for its life.
+void set_layernorm_keep_bits(bool on);
+bool layernorm_keep_bits();
 
 class Sublayer {
  public:
@@ -68,13 +79,23 @@ class Sublayer {
   // This sublayer's own LayerNorm as the `next` of the sublayer below (pre-norm), for `rows` rows.
   NormInto input_norm(int64_t rows) const;
   // This sublayer's dropout (as of the last forward) with its block's output bias gradient.
-  BranchTail branch_tail(Tensor& f_bias_grad) const { return BranchTail{p_, key_, &f_bias_grad}; }
+  BranchTail branch_tail(Tensor& f_bias_grad) const {
+    return BranchTail{p_, key_, &f_bias_grad, kept_bits()};
+  }
 
  private:
+  // The mask the last forward stored, or empty where it stored none.
+  Tensor kept_bits() const;
+
   ModelShape shape_;
   uint32_t dropout_id_;
   Param *gain_, *bias_;
   Buffer out_, f_out_, normed_, mean_, rstd_;  // normed_: LN input (post) or LN output (pre)
+  // Where forward stores its dropout's keep mask ([dropout_keep_bits_words(max_rows, d)] i32),
+  // planned where the kernels can (plan); kept_bits_: the last forward stored it there (a forward
+  // without dropout, or through another kernel, clears it, so no backward reads a stale mask).
+  Buffer keep_bits_;
+  bool kept_bits_ = false;
   Tensor x_;
   RngKey key_;
   float p_ = 0;

@@ -310,7 +310,7 @@ void Transformer::final_norm_backward(Tensor& grad, const Tensor& x, Param* gain
   }
   Tensor branch = ws_.s1.view({rows, shape_.d_model});
   layernorm_backward_dropout_bias(grad, x, gain->compute, m, r, grad, gain->grad, bias->grad,
-                                  branch, top->p, top->key, *top->f_bias_grad);
+                                  branch, top->p, top->key, *top->f_bias_grad, top->keep_bits);
 }
 
 LossSums Transformer::evaluate(const Batch& batch, float label_smoothing) {

@@ -32,18 +32,28 @@ struct CopyGrad {
   }
 };
 
-// dropout_backward: dy times the regenerated mask's scale (dropout_kernel's product).
+// dropout_backward: dy times the regenerated mask's scale (dropout_kernel's product), or, given
+// keep_bytes (the mask the forward saved, kernels/philox.h), the scale of its bit: the same
+// factors.
 struct DropoutGrad {
   static constexpr bool kReadsY = false;
   static constexpr int kMinBlocks = 3;  // the Philox draws hold more registers
   float p, keep_scale;
   RngKey key;
+  const uint8_t* keep_bytes;  // null: draw
   template <typename T, int VEC>
   __device__ void operator()(int64_t element, const Pack<T, VEC>& dy, const Pack<T, VEC>&,
                              Pack<T, VEC>& dx) const {
     static_assert(VEC == 1 || VEC % 4 == 0, "a pack holds whole Philox blocks, or one element");
+    static_assert(VEC <= 8, "a pack's bits lie in one byte");
     float scales[VEC];
-    if constexpr (VEC == 1) {
+    if (keep_bytes != nullptr) {
+      // Bit e % 8 of byte e / 8; a pack of VEC elements from a multiple of VEC (or one element)
+      // lies within one byte.
+      const uint32_t bits = static_cast<uint32_t>(keep_bytes[element / 8]) >> (element % 8);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) scales[i] = dropout_bit_scale(bits, i, keep_scale);
+    } else if constexpr (VEC == 1) {
       // One element: its lane of its block. A select, not an indexed array, keeps the four
       // scales in registers.
       float block[4];
@@ -198,12 +208,17 @@ void run_tail(const char* op, const Tensor& dy, const Tensor* y, Tensor& dx, flo
 
 }  // namespace
 
-void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db) {
+void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db,
+                           const Tensor& keep_bits) {
   constexpr const char* op = "dropout_backward_bias";
+  detail::require_rank(op, "dy", dy, 2, "[rows, cols]");
+  detail::require_keep_bits(op, keep_bits, dy.dim(0), dy.dim(1), {{"dx", &dx}, {"db", &db}});
+  detail::require_optional_on_gpu(op, {{"keep_bits", &keep_bits}});
   if (p == 0.0f) return run_tail(op, dy, nullptr, dx, p, db, CopyGrad{});
   // The expression of apply_dropout (elementwise.cu) and of the CPU, so the scales match.
   const float keep_scale = 1.0f / (1.0f - p);
-  run_tail(op, dy, nullptr, dx, p, db, DropoutGrad{p, keep_scale, key});
+  run_tail(op, dy, nullptr, dx, p, db,
+           DropoutGrad{p, keep_scale, key, static_cast<const uint8_t*>(keep_bits.data)});
 }
 
 void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p,

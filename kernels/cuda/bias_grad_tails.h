@@ -10,8 +10,11 @@
 
 namespace nmt::cuda {
 
-// dy, dx: [rows, cols] T (f32, bf16 or f16); dx may alias dy. db: [cols] f32 (+=).
-void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db);
+// dy, dx: [rows, cols] T (f32, bf16 or f16); dx may alias dy. db: [cols] f32 (+=). keep_bits:
+// empty (the mask is drawn), or the mask of p and key saved as bits, [dropout_keep_bits_words(rows,
+// cols)] i32 apart from dx and db, read on every path (the same bits).
+void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& key, Tensor& db,
+                           const Tensor& keep_bits = Tensor());
 // dy, y, dx: [rows, cols] T; dx may alias dy. db: [cols] f32 (+=).
 void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db);
 

@@ -33,7 +33,9 @@ __device__ __forceinline__ void dropout_scales(const RngKey& key, int64_t block,
 // Which of VEC consecutive flat elements from `first` dropout keeps: bit i of the result for
 // element first + i, the test of dropout_scales. VEC == 1: any element (its lane of its block);
 // VEC a multiple of 4: first % 4 == 0, VEC / 4 whole blocks. A kernel holding a row in registers
-// keeps one word for the mask of its elements instead of one float each.
+// keeps one word for the mask of its elements instead of one float each. With VEC 8 from a
+// multiple of 8 the result is byte first / 8 of the saved mask (dropout_keep_bits_words,
+// kernels/philox.h), which the LayerNorm forward stores for its backward.
 template <int VEC>
 __device__ __forceinline__ uint32_t dropout_keep_bits(const RngKey& key, int64_t first, float p) {
   static_assert(VEC == 1 || (VEC % 4 == 0 && VEC <= 32), "whole Philox blocks, or one element");

@@ -27,21 +27,26 @@ void layernorm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gam
 // dropout_residual_add(residual, branch, sum, p, key) then layernorm_forward(sum, gamma, beta, y,
 // mean, rstd, eps) in one pass, equal to them bit for bit (kernels/layernorm.h). residual, branch,
 // sum, y: [rows, d] T (sum may be the very same memory as residual or branch; y overlaps none of
-// them); gamma, beta: [d] T; mean, rstd: [rows] f32.
-void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& branch, Tensor& sum,
+// them); gamma, beta: [d] T; mean, rstd: [rows] f32. keep_bits: empty, or
+// [dropout_keep_bits_words(rows, d)] i32 apart from residual, branch, sum and y; returns true when
+// the mask was stored there (p > 0 on the register path in 8-element packs, bf16 / f16).
+bool dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& branch, Tensor& sum,
                                         float p, const RngKey& key, const Tensor& gamma,
                                         const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd,
-                                        float eps);
+                                        float eps, const Tensor& keep_bits = Tensor());
 // layernorm_backward(dy, x, gamma, mean, rstd, dx, d_gamma, d_beta) then dropout_backward_bias(dx,
 // d_branch, p, key, d_branch_bias) in one pass (kernels/layernorm.h): dx, d_branch, d_gamma and
 // d_beta equal the pair's bit for bit; d_branch_bias is summed in the order of the LayerNorm's
 // parameter gradients, deterministic on one GPU. dy, x, dx, d_branch: [rows, d] T (dx may be
 // the very same memory as dy; d_branch overlaps none of the others); gamma: [d] T; mean, rstd:
-// [rows] f32; d_gamma, d_beta, d_branch_bias: [d] f32 (+=).
+// [rows] f32; d_gamma, d_beta, d_branch_bias: [d] f32 (+=). keep_bits: empty (the mask is drawn)
+// or the forward's saved mask of p and key, [dropout_keep_bits_words(rows, d)] i32 apart from dx
+// and d_branch: read by the 16-bit packs' register path and dropout_backward_bias, the same bits.
 void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                      const Tensor& mean, const Tensor& rstd, Tensor& dx,
                                      Tensor& d_gamma, Tensor& d_beta, Tensor& d_branch, float p,
-                                     const RngKey& key, Tensor& d_branch_bias);
+                                     const RngKey& key, Tensor& d_branch_bias,
+                                     const Tensor& keep_bits = Tensor());
 
 // layernorm_backward_add(dy, x, gamma, mean, rstd, residual, dx, d_gamma, d_beta) then
 // dropout_backward_bias(dx, d_branch, p, key, d_branch_bias) in one pass (kernels/layernorm.h): dx,
@@ -49,11 +54,12 @@ void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Te
 // of the LayerNorm's parameter gradients, deterministic on one GPU. dy, x, residual, dx, d_branch:
 // [rows, d] T (dx may be the very same memory as residual, overlaps neither dy nor x; d_branch
 // overlaps none of the others); gamma: [d] T; mean, rstd: [rows] f32; d_gamma, d_beta,
-// d_branch_bias: [d] f32 (+=).
+// d_branch_bias: [d] f32 (+=). keep_bits: as layernorm_backward_dropout_bias's.
 void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                          const Tensor& mean, const Tensor& rstd,
                                          const Tensor& residual, Tensor& dx, Tensor& d_gamma,
                                          Tensor& d_beta, Tensor& d_branch, float p,
-                                         const RngKey& key, Tensor& d_branch_bias);
+                                         const RngKey& key, Tensor& d_branch_bias,
+                                         const Tensor& keep_bits = Tensor());
 
 }  // namespace nmt::cuda

@@ -49,12 +49,15 @@ constexpr bool has_dropout_bias(BackwardTail tail) {
 }
 
 // The dropout tail's arguments (unused by the other tails): d_branch [rows, d] T, the mask of key
-// with probability p (keep_scale = 1 / (1 - p)).
+// with probability p (keep_scale = 1 / (1 - p)); keep_bytes: null, or that mask as the forward
+// stored it (kernels/philox.h: bit e % 8 of byte e / 8), which the 8-element packs' variants read
+// instead of drawing it.
 template <typename T>
 struct DropoutTail {
   T* d_branch;
   float p, keep_scale;
   RngKey key;
+  const uint8_t* keep_bytes;
 };
 
 // The dx element stored: the input gradient rounded to T, as layernorm_backward stores it, and with
@@ -122,7 +125,7 @@ constexpr bool add_dropout_bias_fused() {
 // to 32 bytes (d <= 512 in bf16 / f16, <= 256 in f32), 3 up to 64 (d <= 1024 in bf16 / f16, <= 512
 // in f32), 2 above (f32 up to 1024). Each holds what its shared sums allow (see below).
 // layernorm_backward_add_dropout_bias's kernel (both tails) is compiled for the blocks the dropout
-// tail holds: two from 64 bytes a lane, where the third row of shared sums allows no more (104
+// tail holds: two from 64 bytes a lane, where the third row of shared sums allows no more (106
 // registers for bf16 / f16, where three blocks' 80 spilled), and five for the one-element variant
 // of two columns a lane (48 registers, as the dropout tail).
 template <typename T, int VEC, int CHUNKS, BackwardTail TAIL>
@@ -136,13 +139,14 @@ constexpr int backward_min_blocks() {
 }
 
 // Warps stride over rows, one row at a time: a lane loads its packs of dy and x (and, for rows of
-// up to 32 bytes a lane, the residual), draws the row's dropout mask while they are in flight,
-// makes the two row sums (warp_sum), stores dx (and d_branch), then adds its columns' d_gamma /
-// d_beta terms (and the stored d_branch values) into its warp's shared sums (LaneSums). At the end
-// the block adds its warps' sums in warp order and writes one partial row [d_gamma | d_beta] (with
-// the dropout tail [d_gamma | d_beta | d_branch_bias]); an ordered second pass (reduce.h) adds the
-// blocks' rows. Each column's sum is each warp's rows in row order, then the warps in order, then
-// the blocks in order, on the grid of backward_row_blocks: the same for every tail.
+// up to 32 bytes a lane, the residual), draws the row's dropout mask (or loads the bytes of it the
+// forward stored) while they are in flight, makes the two row sums (warp_sum), stores dx (and
+// d_branch), then adds its columns' d_gamma / d_beta terms (and the stored d_branch values) into
+// its warp's shared sums (LaneSums). At the end the block adds its warps' sums in warp order and
+// writes one partial row [d_gamma | d_beta] (with the dropout tail [d_gamma | d_beta |
+// d_branch_bias]); an ordered second pass (reduce.h) adds the blocks' rows. Each column's sum is
+// each warp's rows in row order, then the warps in order, then the blocks in order, on the grid of
+// backward_row_blocks: the same for every tail.
 //
 // Why the sums are in shared memory and no row is prefetched: the kernel used to keep them in
 // registers (2 * VEC * CHUNKS floats a lane) and load the warp's next row while computing one. The
@@ -168,7 +172,12 @@ constexpr int backward_min_blocks() {
 // before storing pack c of dx, one pack ahead. DROPOUT_BIAS: after storing a dx pack the lane
 // stores d_branch = dx * the pack's dropout scales (dropout_kernel's product of the stored dx,
 // rounded to T; a copy of dx when p is 0) and adds the stored values into its warp's third row of
-// sums. The mask of the row is drawn into one word per lane while the row's loads are in flight.
+// sums. The mask of the row is drawn into one word per lane while the row's loads are in flight:
+// two Philox blocks a pack, about half of the kernel's instructions at bf16 d = 512, where it was
+// bound by issue, not memory. With keep_bytes (8-element packs only) the lane loads its packs'
+// bytes instead: the forward drew the same bits (dropout_residual_layernorm_forward), so every
+// result is the same; a warp's bytes of a chunk are 32 consecutive ones (pack c of lane l at
+// (row * d) / 8 + c * 32 + l), one sector.
 // ADD_RESIDUAL_DROPOUT_BIAS does both, in that order: d_branch is the dropout backward of the dx
 // stored with the residual (layernorm_backward_add then dropout_backward_bias); d_branch may not
 // overlap the residual, which is read after d_branch packs of the row are stored.
@@ -229,13 +238,28 @@ __global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNK
     // Bit c * VEC + i: whether the row's element at column (c * 32 + lane) * VEC + i is kept.
     uint32_t keep = 0;
     if constexpr (DROPOUT_BIAS) {
-      if (dropout.p > 0.0f)
+      if (dropout.p > 0.0f) {
+        // The bytes the forward stored (8-element packs only), else the draws.
+        bool from_forward = false;
+        if constexpr (VEC == 8) {
+          if (dropout.keep_bytes != nullptr) {
+            from_forward = true;
 #pragma unroll
-        for (int c = 0; c < CHUNKS; ++c) {
-          const int col = (c * 32 + lane) * VEC;
-          if (col < d)
-            keep |= dropout_keep_bits<VEC>(dropout.key, row * d + col, dropout.p) << (c * VEC);
+            for (int c = 0; c < CHUNKS; ++c) {
+              const int col = (c * 32 + lane) * VEC;
+              if (col < d)
+                keep |= static_cast<uint32_t>(dropout.keep_bytes[(row * d + col) / 8]) << (c * VEC);
+            }
+          }
         }
+        if (!from_forward)
+#pragma unroll
+          for (int c = 0; c < CHUNKS; ++c) {
+            const int col = (c * 32 + lane) * VEC;
+            if (col < d)
+              keep |= dropout_keep_bits<VEC>(dropout.key, row * d + col, dropout.p) << (c * VEC);
+          }
+      }
     }
     float sum_g = 0.0f, sum_g_xhat = 0.0f;
 #pragma unroll
@@ -473,12 +497,13 @@ void check_backward(const char* op, const Tensor& dy, const Tensor& x, const Ten
 }
 
 // The dropout-bias tail's checks, after check_backward: d_branch [rows, d] in x's dtype and
-// d_branch_bias [d] f32 on the GPU, p a dropout rate, and the overlaps the tail forbids. Without a
-// residual dx may be dy itself (in place); with one, check_backward already kept dx apart from dy,
-// and d_branch must stay apart from the residual too.
+// d_branch_bias [d] f32 on the GPU, p a dropout rate, keep_bits empty or the mask's words on the
+// GPU apart from what the tail writes, and the overlaps the tail forbids. Without a residual dx
+// may be dy itself (in place); with one, check_backward already kept dx apart from dy, and
+// d_branch must stay apart from the residual too.
 void check_branch_tail(const char* op, const Tensor& dy, const Tensor& x, const Tensor* residual,
                        const Tensor& dx, const Tensor& d_branch, float p,
-                       const Tensor& d_branch_bias) {
+                       const Tensor& d_branch_bias, const Tensor& keep_bits) {
   const int64_t rows = x.dim(0), d = x.dim(1);
   check_shape(op, "d_branch", d_branch, {rows, d});
   detail::require_same_dtype(op, "d_branch", d_branch, "x", x);
@@ -487,13 +512,16 @@ void check_branch_tail(const char* op, const Tensor& dy, const Tensor& x, const 
   detail::require_dropout_p(op, p);
   detail::require_on_gpu(op, {{"d_branch", &d_branch}, {"d_branch_bias", &d_branch_bias}});
   detail::require_branch_tail_apart(op, dy, x, residual, dx, d_branch, d_branch_bias);
+  detail::require_keep_bits(op, keep_bits, rows, d, {{"dx", &dx}, {"d_branch", &d_branch}});
+  detail::require_optional_on_gpu(op, {{"keep_bits", &keep_bits}});
 }
 
-// The tails' tensors: residual for BackwardTail::add_residual; d_branch, p, key and d_branch_bias
-// for BackwardTail::dropout_bias; all of them for BackwardTail::add_residual_dropout_bias
-// (kernels/cuda/layernorm.h). Empty where the tail has none.
+// The tails' tensors: residual for BackwardTail::add_residual; d_branch, p, key, d_branch_bias (and
+// the optional keep_bits) for BackwardTail::dropout_bias; all of them for
+// BackwardTail::add_residual_dropout_bias (kernels/cuda/layernorm.h). Empty where the tail has
+// none.
 struct TailTensors {
-  Tensor residual, d_branch, d_branch_bias;
+  Tensor residual, d_branch, d_branch_bias, keep_bits;
   float p = 0.0f;
   RngKey key;
 };
@@ -530,7 +558,8 @@ bool launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Te
     T* dxp = static_cast<T*>(dx.data);
     // The expression of apply_dropout (elementwise.cu), so the scales match.
     const DropoutTail<T> dropout{static_cast<T*>(tail.d_branch.data), tail.p,
-                                 1.0f / (1.0f - tail.p), tail.key};
+                                 1.0f / (1.0f - tail.p), tail.key,
+                                 static_cast<const uint8_t*>(tail.keep_bits.data)};
     const bool done = layernorm_rows::with_row_variant<T>(d, aligned, [&](auto vec, auto chunks) {
       constexpr int kVec = decltype(vec)::value, kChunks = decltype(chunks)::value;
       if (kDropoutBias && kVec > 1 && !is_aligned16(tail.d_branch.data)) {
@@ -605,46 +634,50 @@ void layernorm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gam
 void layernorm_backward_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                      const Tensor& mean, const Tensor& rstd, Tensor& dx,
                                      Tensor& d_gamma, Tensor& d_beta, Tensor& d_branch, float p,
-                                     const RngKey& key, Tensor& d_branch_bias) {
+                                     const RngKey& key, Tensor& d_branch_bias,
+                                     const Tensor& keep_bits) {
   constexpr const char* op = "layernorm_backward_dropout_bias";
   check_backward(op, dy, x, gamma, mean, rstd, nullptr, dx, d_gamma, d_beta);
-  check_branch_tail(op, dy, x, nullptr, dx, d_branch, p, d_branch_bias);
+  check_branch_tail(op, dy, x, nullptr, dx, d_branch, p, d_branch_bias, keep_bits);
   TailTensors tail;
   tail.d_branch = d_branch;
   tail.p = p;
   tail.key = key;
   tail.d_branch_bias = d_branch_bias;
+  tail.keep_bits = keep_bits;
   if (launch_backward<BackwardTail::dropout_bias>(op, dy, x, gamma, mean, rstd, dx, d_gamma, d_beta,
                                                   tail))
     return;
   // Widths of the generic path (whose dx is one block per row, and d_branch_bias a column sum), or
   // a d_branch off the alignment of the packs: the two ops, which give these bits by definition.
   layernorm_backward(dy, x, gamma, mean, rstd, dx, d_gamma, d_beta);
-  dropout_backward_bias(dx, d_branch, p, key, d_branch_bias);
+  dropout_backward_bias(dx, d_branch, p, key, d_branch_bias, keep_bits);
 }
 
 void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                          const Tensor& mean, const Tensor& rstd,
                                          const Tensor& residual, Tensor& dx, Tensor& d_gamma,
                                          Tensor& d_beta, Tensor& d_branch, float p,
-                                         const RngKey& key, Tensor& d_branch_bias) {
+                                         const RngKey& key, Tensor& d_branch_bias,
+                                         const Tensor& keep_bits) {
   constexpr const char* op = "layernorm_backward_add_dropout_bias";
   // layernorm_backward_add's checks (dx apart from dy; the residual itself or apart from it).
   check_backward(op, dy, x, gamma, mean, rstd, &residual, dx, d_gamma, d_beta);
-  check_branch_tail(op, dy, x, &residual, dx, d_branch, p, d_branch_bias);
+  check_branch_tail(op, dy, x, &residual, dx, d_branch, p, d_branch_bias, keep_bits);
   TailTensors tail;
   tail.residual = residual;
   tail.d_branch = d_branch;
   tail.p = p;
   tail.key = key;
   tail.d_branch_bias = d_branch_bias;
+  tail.keep_bits = keep_bits;
   if (launch_backward<BackwardTail::add_residual_dropout_bias>(op, dy, x, gamma, mean, rstd, dx,
                                                                d_gamma, d_beta, tail))
     return;
   // The generic path's widths, a d_branch off the alignment of the packs, or the one variant not
   // fused (add_dropout_bias_fused): the two ops, which give these bits by definition.
   layernorm_backward_add(dy, x, gamma, mean, rstd, residual, dx, d_gamma, d_beta);
-  dropout_backward_bias(dx, d_branch, p, key, d_branch_bias);
+  dropout_backward_bias(dx, d_branch, p, key, d_branch_bias, keep_bits);
 }
 
 }  // namespace nmt::cuda

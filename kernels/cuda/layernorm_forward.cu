@@ -11,7 +11,9 @@
 // the same flat element index (dropout_mask.cuh), the sum is rounded to T as
 // dropout_residual_add stores it (the unfused LayerNorm reads the stored sum), and the statistics
 // and outputs come from the same code (normalise_row, normalise_row_generic) in the variant
-// layernorm_forward would pick for (sum, gamma, beta, y).
+// layernorm_forward would pick for (sum, gamma, beta, y). Given keep_bits, the register path in
+// 8-element packs (bf16 / f16) also stores each pack's mask byte (kernels/philox.h), so that the
+// backward tails read one byte per pack where they drew two Philox blocks (layernorm_backward.cu).
 #include <cstdint>
 
 #include "kernels/cuda/check.h"
@@ -147,16 +149,20 @@ __global__ void layernorm_forward_generic(const T* __restrict__ x, const T* __re
 // with dropout_residual_add_kernel's arithmetic (elementwise.cu): the dropped-out branch rounded to
 // T, then the add in f32 rounded to T, __fmul_rn / __fadd_rn so that nvcc cannot contract them
 // into one FMA. Without DROPOUT (p == 0) the add alone, as dropout_residual_add's map adds. VEC >
-// 1: the pointers are 16-byte aligned and at % VEC == 0 (whole Philox blocks).
+// 1: the pointers are 16-byte aligned and at % VEC == 0 (whole Philox blocks). keep_bytes (VEC 8
+// only; null: not stored): the mask's byte of the pack, at / 8, is stored there.
 template <typename T, int VEC, bool DROPOUT>
 __device__ __forceinline__ Pack<T, VEC> residual_sum(const T* residual, const T* branch, int64_t at,
-                                                     float p, float keep_scale, const RngKey& key) {
+                                                     float p, float keep_scale, const RngKey& key,
+                                                     uint8_t* keep_bytes = nullptr) {
   using P = Pack<T, VEC>;
   const P a = *reinterpret_cast<const P*>(residual + at);
   const P b = *reinterpret_cast<const P*>(branch + at);
   P sum;
   if constexpr (DROPOUT) {
     const uint32_t keep = dropout_keep_bits<VEC>(key, at, p);
+    if constexpr (VEC == 8)
+      if (keep_bytes != nullptr) keep_bytes[at / 8] = static_cast<uint8_t>(keep);
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
       const T dropped =
@@ -172,14 +178,16 @@ __device__ __forceinline__ Pack<T, VEC> residual_sum(const T* residual, const T*
 }
 
 // residual, branch, sum: [rows, d] (sum may be the very same memory as residual or branch: each
-// pack is read, then written, by one lane); the rest as layernorm_forward_rows.
+// pack is read, then written, by one lane); keep_bytes: [rows * d / 8] or null (residual_sum; a
+// warp stores 32 consecutive bytes a chunk); the rest as layernorm_forward_rows.
 template <typename T, int VEC, int CHUNKS, bool DROPOUT>
 __global__ void __launch_bounds__(kRowThreads)
     dropout_residual_layernorm_rows(const T* residual, const T* branch, T* sum,
                                     const T* __restrict__ gamma, const T* __restrict__ beta,
                                     T* __restrict__ y, float* __restrict__ mean,
                                     float* __restrict__ rstd, int64_t rows, int d, float eps,
-                                    float p, float keep_scale, RngKey key) {
+                                    float p, float keep_scale, RngKey key,
+                                    uint8_t* __restrict__ keep_bytes) {
   using P = Pack<T, VEC>;
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
@@ -190,7 +198,7 @@ __global__ void __launch_bounds__(kRowThreads)
     const int col = (c * 32 + lane) * VEC;
     if (col < d) {
       const int64_t at = row * d + col;
-      xs[c] = residual_sum<T, VEC, DROPOUT>(residual, branch, at, p, keep_scale, key);
+      xs[c] = residual_sum<T, VEC, DROPOUT>(residual, branch, at, p, keep_scale, key, keep_bytes);
       *reinterpret_cast<P*>(sum + at) = xs[c];
       gs[c] = *reinterpret_cast<const P*>(gamma + col);
       bs[c] = *reinterpret_cast<const P*>(beta + col);
@@ -263,10 +271,10 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   });
 }
 
-void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& branch, Tensor& sum,
+bool dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& branch, Tensor& sum,
                                         float p, const RngKey& key, const Tensor& gamma,
                                         const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd,
-                                        float eps) {
+                                        float eps, const Tensor& keep_bits) {
   constexpr const char* op = "dropout_residual_layernorm_forward";
   detail::require_rank(op, "residual", residual, 2, "[rows, d]");
   const int64_t rows = residual.dim(0), d = residual.dim(1);
@@ -293,12 +301,16 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
                               {"y", &y},
                               {"mean", &mean},
                               {"rstd", &rstd}});
+  detail::require_keep_bits(
+      op, keep_bits, rows, d,
+      {{"residual", &residual}, {"branch", &branch}, {"sum", &sum}, {"y", &y}});
+  detail::require_optional_on_gpu(op, {{"keep_bits", &keep_bits}});
   detail::require_disjoint_or_same(op, "sum", sum, "residual", residual);
   detail::require_disjoint_or_same(op, "sum", sum, "branch", branch);
   detail::require_disjoint(op, "y", y, "residual", residual);
   detail::require_disjoint(op, "y", y, "branch", branch);
   detail::require_disjoint(op, "y", y, "sum", sum);
-  if (rows == 0 || d == 0) return;
+  if (rows == 0 || d == 0) return false;
   cudaStream_t stream = current_stream();
   // The variant layernorm_forward takes for its x = sum; the packs of the register path also read
   // residual and branch, so they must be aligned where it is.
@@ -306,7 +318,9 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
                        is_aligned16(beta.data) && is_aligned16(y.data);
   const bool inputs_aligned = is_aligned16(residual.data) && is_aligned16(branch.data);
   const float keep_scale = 1.0f / (1.0f - p);  // dropout_residual_add's expression
-  bool unfused = false;
+  // Where the mask goes, if the kernel that runs stores it (p > 0, 8-element packs).
+  auto* const keep_bytes = p > 0.0f ? static_cast<uint8_t*>(keep_bits.data) : nullptr;
+  bool unfused = false, stored = false;
   dispatch_float_dtype(residual.dtype, op, "residual", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* rp = static_cast<const T*>(residual.data);
@@ -329,11 +343,12 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
         unfused = true;
         return;
       }
+      stored = kVec == 8 && keep_bytes != nullptr;
       with_dropout([&](auto dropout) {
         dropout_residual_layernorm_rows<T, kVec, decltype(chunks)::value, decltype(dropout)::value>
             <<<blocks_for(rows, kWarpsPerBlock), kRowThreads, 0, stream>>>(
                 rp, bp, sp, gammap, betap, yp, meanp, rstdp, rows, static_cast<int>(d), eps, p,
-                keep_scale, key);
+                keep_scale, key, stored ? keep_bytes : nullptr);
       });
     });
     if (!done)
@@ -350,6 +365,7 @@ void dropout_residual_layernorm_forward(const Tensor& residual, const Tensor& br
     dropout_residual_add(residual, branch, sum, p, key);
     layernorm_forward(sum, gamma, beta, y, mean, rstd, eps);
   }
+  return stored;
 }
 
 }  // namespace nmt::cuda
