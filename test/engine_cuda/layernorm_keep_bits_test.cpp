@@ -114,7 +114,7 @@ TEST_CASE("the LayerNorm tails' saved dropout mask gives the drawn mask's gradie
         }
         if (i % 2 == 1) {
           const nmt::Batch other = batch_of_shape(1 - shapes[i]);
-          const float loss = drawn->evaluate(other, 0.1f).loss;
+          const double loss = drawn->evaluate(other, 0.1f).loss;
           CHECK(saved->evaluate(other, 0.1f).loss == loss);
           CHECK(graphed->evaluate(other, 0.1f).loss == loss);
         }
