@@ -32,7 +32,8 @@ nmt::ModelShape small_shape() {
 }
 
 nmt::Batch ragged_batch() {
-  std::vector<std::vector<int32_t>> src = {{4, 5, 6, 7, 8, 9, 10, 11, 12}, {9, 4}, {5, 5, 6, 30, 31}};
+  std::vector<std::vector<int32_t>> src = {
+      {4, 5, 6, 7, 8, 9, 10, 11, 12}, {9, 4}, {5, 5, 6, 30, 31}};
   std::vector<std::vector<int32_t>> tgt = {{8, 7, 6, 20}, {4, 9, 10, 5, 36, 35, 34}, {6}};
   return nmt::make_batch(src, tgt, {0, 1, 2}, 8);
 }
@@ -45,7 +46,8 @@ std::vector<float> to_host(const nmt::Tensor& t) {
 }
 
 // max |a - b| / max |a|: the error relative to the tensor's scale (at least `floor`).
-double scaled_error(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-12) {
+double scaled_error(const std::vector<float>& a, const std::vector<float>& b,
+                    double floor = 1e-12) {
   double diff = 0, scale = floor;
   for (size_t i = 0; i < a.size(); ++i) {
     diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
@@ -77,7 +79,8 @@ TEST_CASE("one fp32 training step on the GPU equals the CPU step: loss and every
     // rounding noise on both backends: judge every tensor against at least 1e-3 of the model's
     // largest gradient.
     double model_scale = 0;
-    for (float g : to_host(cpu.params().grads())) model_scale = std::max(model_scale, std::abs(double{g}));
+    for (float g : to_host(cpu.params().grads()))
+      model_scale = std::max(model_scale, std::abs(double{g}));
     for (const nmt::Param& p : cpu.params().params()) {
       const nmt::Param* q = gpu.params().find(p.name);
       REQUIRE(q);
@@ -110,8 +113,8 @@ TEST_CASE("Adam steps on the GPU track the CPU, and steps allocate no device mem
     cudaMemGetInfo(&free_now, &total);
     if (step == 1) free_after_first = free_now;
   }
-  // Scratch (cuBLAS workspace, temporaries) is reserved during the first step; later steps reuse it.
-  // cudaMemGetInfo is device-wide: ctest runs this suite alone (RUN_SERIAL, CMakeLists.txt).
+  // Scratch (cuBLAS workspace, temporaries) is reserved during the first step; later steps reuse
+  // it. cudaMemGetInfo is device-wide: ctest runs this suite alone (RUN_SERIAL, CMakeLists.txt).
   CHECK(free_now == free_after_first);
   // Adam divides by sqrt(v): where a gradient is at rounding level, m/sqrt(v) is ~±1 whatever its
   // size, so fp32 differences between the backends become parameter differences of up to lr per

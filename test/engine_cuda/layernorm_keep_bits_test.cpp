@@ -14,6 +14,7 @@
 #include "engine/model/sublayer.h"
 #include "engine/model/transformer.h"
 #include "kernels/elementwise.h"
+#include "test/engine_cuda/step_test_util.h"
 #include "test/support/catch.h"
 
 namespace {
@@ -36,29 +37,8 @@ nmt::ModelShape shape_for(nmt::DType dtype, bool pre_norm) {
   return s;
 }
 
-// Two shapes: 3 sentences x (16, 8) padded tokens and 2 x (8, 16).
-nmt::Batch batch_of_shape(int which) {
-  std::vector<std::vector<int32_t>> src, tgt;
-  if (which == 0) {
-    src = {{4, 5, 6, 7, 8, 9, 10, 11, 12}, {9, 4}, {5, 5, 6, 30, 31}};
-    tgt = {{8, 7, 6, 20}, {4, 9, 10, 5, 36}, {6}};
-  } else {
-    src = {{40, 41, 42}, {50, 51, 52, 53, 54, 55}};
-    tgt = {{60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70}, {71, 72}};
-  }
-  std::vector<int64_t> ids(src.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
-  return nmt::make_batch(src, tgt, ids, 8);
-}
-
-std::vector<uint32_t> bits_of(const nmt::Tensor& t) {
-  std::vector<float> values(static_cast<size_t>(t.numel()));
-  nmt::Tensor host(values.data(), nmt::DType::f32, Device::cpu, {t.numel()});
-  nmt::copy_tensor(t.reshaped({t.numel()}), host);
-  std::vector<uint32_t> bits(values.size());
-  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
-  return bits;
-}
+using nmt::test::batch_of_shape;
+using nmt::test::bits_of;
 
 // A model planned with the switch at `keep_bits` (a model reads it once, in its constructor); the
 // switch is set back afterwards.

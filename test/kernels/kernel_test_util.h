@@ -2,6 +2,7 @@
 // dropout(relu(z)) through the separate forward ops (the y the fused backward tails read).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
@@ -13,6 +14,20 @@
 #include "kernels/tensor.h"
 
 namespace nmt::test {
+
+// The bits of each value, so that a comparison tells -0 from +0 (and shows the values it differs
+// in).
+inline std::vector<uint32_t> bits(const std::vector<float>& values) {
+  std::vector<uint32_t> out;
+  out.reserve(values.size());
+  for (float v : values) out.push_back(std::bit_cast<uint32_t>(v));
+  return out;
+}
+
+// Whether an error message names `what`.
+inline bool message_has(const std::string& message, const char* what) {
+  return message.find(what) != std::string::npos;
+}
 
 // A view of `values` with the given shape; throws if the element counts differ.
 inline Tensor view(const std::vector<float>& values, std::initializer_list<int64_t> dims) {

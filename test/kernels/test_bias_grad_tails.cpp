@@ -37,10 +37,6 @@ std::vector<float> linear_bias_grad(const std::vector<float>& dy, Shape s,
   return db;
 }
 
-bool message_has(const std::string& message, const char* what) {
-  return message.find(what) != std::string::npos;
-}
-
 }  // namespace
 
 TEST_CASE("dropout_backward_bias equals dropout_backward then linear_backward's db bit for bit",

@@ -22,17 +22,6 @@ namespace {
 
 constexpr float kEps = 1e-5f;
 
-std::vector<uint32_t> bits(const std::vector<float>& values) {
-  std::vector<uint32_t> out;
-  out.reserve(values.size());
-  for (float v : values) out.push_back(std::bit_cast<uint32_t>(v));
-  return out;
-}
-
-bool message_has(const std::string& message, const char* what) {
-  return message.find(what) != std::string::npos;
-}
-
 }  // namespace
 
 TEST_CASE("dropout_keep_bits_words holds one bit an element, in whole words",

@@ -145,15 +145,15 @@ TEST_CASE("elementwise ops reject mismatched shapes and non-f32 data, naming the
 TEST_CASE("host bf16/fp16 conversions round to nearest even and round-trip every value",
           "[cpu][elementwise][convert]") {
   CHECK(nmt::float_to_bf16(1.0f) == 0x3F80);
-  CHECK(nmt::float_to_bf16(1.0f + 0x1p-8f) == 0x3F80);       // tie: down to even
-  CHECK(nmt::float_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3F82);   // tie: up to even
+  CHECK(nmt::float_to_bf16(1.0f + 0x1p-8f) == 0x3F80);      // tie: down to even
+  CHECK(nmt::float_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3F82);  // tie: up to even
   CHECK(nmt::float_to_f16(1.0f) == 0x3C00);
   CHECK(nmt::float_to_f16(0.1f) == 0x2E66);
   CHECK(nmt::float_to_f16(65504.0f) == 0x7BFF);
   CHECK(nmt::float_to_f16(65519.0f) == 0x7BFF);
-  CHECK(nmt::float_to_f16(65520.0f) == 0x7C00);  // rounds to infinity
-  CHECK(nmt::float_to_f16(-0x1p-24f) == 0x8001);  // smallest subnormal
-  CHECK(nmt::float_to_f16(0x1p-26f) == 0x0000);   // below half of it
+  CHECK(nmt::float_to_f16(65520.0f) == 0x7C00);      // rounds to infinity
+  CHECK(nmt::float_to_f16(-0x1p-24f) == 0x8001);     // smallest subnormal
+  CHECK(nmt::float_to_f16(0x1p-26f) == 0x0000);      // below half of it
   CHECK(nmt::float_to_f16(3 * 0x1p-25f) == 0x0002);  // tie between 1 and 2 steps: to even
   CHECK(std::isnan(nmt::f16_to_float(nmt::float_to_f16(std::nanf("")))));
   for (uint32_t bits = 0; bits < 65536; ++bits) {
@@ -177,8 +177,8 @@ TEST_CASE("convert_tensor on the CPU: f32 <-> bf16/f16 through the host conversi
     nmt::convert_tensor(s, h);
     nmt::convert_tensor(h, b);
     for (size_t i = 0; i < src.size(); ++i) {
-      uint16_t expected = dtype == nmt::DType::bf16 ? nmt::float_to_bf16(src[i])
-                                                    : nmt::float_to_f16(src[i]);
+      uint16_t expected =
+          dtype == nmt::DType::bf16 ? nmt::float_to_bf16(src[i]) : nmt::float_to_f16(src[i]);
       CHECK(half[i] == expected);
       float expected_back =
           dtype == nmt::DType::bf16 ? nmt::bf16_to_float(expected) : nmt::f16_to_float(expected);

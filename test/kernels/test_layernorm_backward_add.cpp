@@ -19,15 +19,6 @@ namespace {
 
 constexpr float kEps = 1e-5f;
 
-// The bits of each value, so that a comparison tells -0 from +0 (and shows the values it differs
-// in).
-std::vector<uint32_t> bits(const std::vector<float>& values) {
-  std::vector<uint32_t> out;
-  out.reserve(values.size());
-  for (float v : values) out.push_back(std::bit_cast<uint32_t>(v));
-  return out;
-}
-
 // A layer norm's inputs and saved statistics, and the gradients flowing into its backward.
 struct BackwardInputs {
   int64_t rows, d;

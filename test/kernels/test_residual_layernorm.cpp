@@ -33,18 +33,6 @@ struct Shape {
 const Shape kShapes[] = {{1, 8}, {7, 64}, {3, 96}, {33, 520}, {129, 520}};
 const float kDropouts[] = {0.0f, 0.1f, 0.3f};
 
-// The bits of each value, so that a comparison tells -0 from +0.
-std::vector<uint32_t> bits(const std::vector<float>& values) {
-  std::vector<uint32_t> out;
-  out.reserve(values.size());
-  for (float v : values) out.push_back(std::bit_cast<uint32_t>(v));
-  return out;
-}
-
-bool message_has(const std::string& message, const char* what) {
-  return message.find(what) != std::string::npos;
-}
-
 // --- forward ---------------------------------------------------------------------------------
 
 struct ForwardInputs {
