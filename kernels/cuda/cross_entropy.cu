@@ -261,22 +261,12 @@ __device__ __forceinline__ void cp_async_wait_pending(int pending) {
   }
 }
 
-// A 16-byte pack's elements in f32. bf16 is f32's upper half: its 32-bit words shifted or masked.
+// A 16-byte pack's elements in f32 (pack_element: bf16 words shifted or masked, no conversions).
 template <typename T>
 __device__ __forceinline__ void unpack(const Pack<T, kPackWidth<T>>& pack,
                                        float (&values)[kPackWidth<T>]) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const uint4 words = reinterpret_cast<const uint4&>(pack);
-    const uint32_t word[4] = {words.x, words.y, words.z, words.w};
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      values[2 * j] = __uint_as_float(word[j] << 16);
-      values[2 * j + 1] = __uint_as_float(word[j] & 0xffff0000u);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kPackWidth<T>; ++i) values[i] = to_float(pack.v[i]);
-  }
+  for (int i = 0; i < kPackWidth<T>; ++i) values[i] = pack_element(pack, i);
 }
 
 // f32 values rounded to T (to nearest) in one pack: two elements a conversion for 16-bit T.

@@ -8,8 +8,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/stream.h"
@@ -105,6 +107,21 @@ struct alignas(sizeof(T) * N) Pack {
 // Elements per 16-byte access.
 template <typename T>
 constexpr int kPackWidth = static_cast<int>(16 / sizeof(T));
+
+// Element i of a pack in f32, the value to_float gives. For bf16 (f32's upper half) the element's
+// 32-bit word shifted or masked into place, not cvt.f32.bf16: with the conversion instruction
+// ptxas spilled the bf16 LayerNorm backward row kernels at their register bounds (the f16 ones,
+// the same PTX with cvt.f32.f16, fit), with integer operations they fit as the f16 ones do.
+template <typename T, int VEC>
+__device__ __forceinline__ float pack_element(const Pack<T, VEC>& pack, int i) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && VEC % 2 == 0) {
+    uint32_t word;
+    memcpy(&word, &pack.v[i & ~1], sizeof(word));
+    return __uint_as_float(i % 2 == 0 ? word << 16 : word & 0xffff0000u);
+  } else {
+    return to_float(pack.v[i]);
+  }
+}
 
 // Blocks of `kernel` that fit on one SM at once (at least 1).
 template <typename Kernel>

@@ -9,8 +9,6 @@
 // through global memory. The tails are the same kernels with the extra work done where dx is stored
 // (BackwardTail), so dx, d_gamma and d_beta are the plain backward's bits.
 #include <algorithm>
-#include <cstring>
-#include <type_traits>
 
 #include "kernels/cuda/bias_grad_tails.h"
 #include "kernels/cuda/check.h"
@@ -71,21 +69,6 @@ __device__ __forceinline__ T stored_dx(float input_gradient, T residual) {
   if constexpr (ADD_RESIDUAL)
     return from_float<T>(__fadd_rn(to_float(residual), to_float(rounded)));
   return rounded;
-}
-
-// Element i of a pack in f32, the value to_float gives. For bf16 (f32's upper half) the element's
-// 32-bit word shifted or masked into place, not cvt.f32.bf16: with the conversion instruction
-// ptxas spilled the bf16 row kernels at the register bounds below (the f16 ones, the same PTX with
-// cvt.f32.f16, fit), with integer operations they fit as the f16 ones do.
-template <typename T, int VEC>
-__device__ __forceinline__ float element(const Pack<T, VEC>& pack, int i) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16> && VEC % 2 == 0) {
-    uint32_t word;
-    memcpy(&word, &pack.v[i & ~1], sizeof(word));
-    return __uint_as_float(i % 2 == 0 ? word << 16 : word & 0xffff0000u);
-  } else {
-    return to_float(pack.v[i]);
-  }
 }
 
 // Where the register path keeps its parameter sums. Each warp owns a row of kSpan floats per sum
@@ -268,10 +251,10 @@ __global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNK
         const P gs = gamma_pack(c);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
-          const float xhat = (element(xs[c], i) - mu) * r;
+          const float xhat = (pack_element(xs[c], i) - mu) * r;
           // Rounded product (no FMA contraction), the same value as in the dx formula below, so
           // g - mean(g) is exactly 0 where it should be (d = 1).
-          const float g = __fmul_rn(element(dys[c], i), element(gs, i));
+          const float g = __fmul_rn(pack_element(dys[c], i), pack_element(gs, i));
           sum_g += g;
           sum_g_xhat += g * xhat;
         }
@@ -293,8 +276,8 @@ __global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNK
         P out;
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
-          const float xhat = (element(xs[c], i) - mu) * r;
-          const float g = __fmul_rn(element(dys[c], i), element(gs, i));
+          const float xhat = (pack_element(xs[c], i) - mu) * r;
+          const float g = __fmul_rn(pack_element(dys[c], i), pack_element(gs, i));
           out.v[i] =
               stored_dx<T, ADD_RESIDUAL>(r * (g - mean_g - xhat * mean_g_xhat), residuals[c].v[i]);
         }
@@ -333,8 +316,8 @@ __global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNK
 #pragma unroll
           for (int j = 0; j < kQuad; ++j) {
             const int i = q * kQuad + j;
-            const float g_out = element(dys[c], i);
-            const float xhat = (element(xs[c], i) - mu) * r;
+            const float g_out = pack_element(dys[c], i);
+            const float xhat = (pack_element(xs[c], i) - mu) * r;
             sum_gamma.v[j] = __fmaf_rn(g_out, xhat, sum_gamma.v[j]);
             sum_beta.v[j] = __fadd_rn(sum_beta.v[j], g_out);
           }
