@@ -44,29 +44,6 @@ struct Layout {
   static_assert(kGroups * VEC == kLanesY, "each group adds VEC consecutive lanes");
 };
 
-// lane_sums: [kLanesY][kTileCols], filled by every thread before the call. Returns, to thread t <
-// kTileCols, the sum over lanes of column t: lanes g * VEC .. g * VEC + VEC - 1 in order for each
-// group g, then the groups in order. Begins and ends with a barrier.
-template <int VEC>
-__device__ float add_lanes(const float* lane_sums, float* group_sums) {
-  using L = Layout<VEC>;
-  const int t = threadIdx.y * L::kLanesX + threadIdx.x;
-  const int col = t % L::kTileCols, group = t / L::kTileCols;
-  __syncthreads();
-  float sum = 0.0f;
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) sum += lane_sums[(group * VEC + j) * L::kTileCols + col];
-  group_sums[group * L::kTileCols + col] = sum;
-  __syncthreads();
-  float total = 0.0f;
-  if (t < L::kTileCols) {
-#pragma unroll
-    for (int g = 0; g < L::kGroups; ++g) total += group_sums[g * L::kTileCols + col];
-  }
-  __syncthreads();
-  return total;
-}
-
 // Thread (x, y)'s VEC sums into lane_sums [kLanesY][kTileCols] at row y, columns x * VEC...:
 // 16-byte stores where VEC > 1 (fewer instructions and bank conflicts than one float at a time).
 template <int VEC>
@@ -113,16 +90,13 @@ __device__ __forceinline__ void store_slot_sums(const TileShared<VEC>& shared, i
   store_lane_sums<VEC>(shared.lane_sums(slot), sums);
 }
 
-// Ends the block's row parts first_part .. first_part + slots - 1 (slots <= kMaxPartsPerBlock, each
-// kept by store_slot_sums): adds each part's lanes in add_lanes's order (the same bits as a part at
-// a time) and, with one part in the grid, adds the tile's sums into out [cols] f32 directly; else
-// writes each part's row of partials [tiles, parts, kTileCols] f32 (tiles = gridDim.x), for
-// finish_tile. Columns [tile_col, tile_col + kTileCols) are the block's tile.
-template <int VEC>
-__device__ __forceinline__ void store_block_parts(const TileShared<VEC>& shared, int64_t first_part,
-                                                  int slots, int64_t parts, int64_t tile_col,
-                                                  int64_t cols, float* __restrict__ partials,
-                                                  float* __restrict__ out) {
+// Adds the lanes of slots 0 .. slots - 1 (each filled by every thread before the call): for each
+// slot and column t of the tile, lanes g * VEC .. g * VEC + VEC - 1 in order for each group g, then
+// the groups in order, and hands thread t < kTileCols each slot's total, emit(slot, total). Two
+// barriers for all the slots; the first orders the callers' lane sums before the reads.
+template <int VEC, typename Emit>
+__device__ __forceinline__ void add_slot_lanes(const TileShared<VEC>& shared, int slots,
+                                               Emit&& emit) {
   using L = Layout<VEC>;
   const int t = threadIdx.y * L::kLanesX + threadIdx.x;
   const int col = t % L::kTileCols, group = t / L::kTileCols;
@@ -140,13 +114,30 @@ __device__ __forceinline__ void store_block_parts(const TileShared<VEC>& shared,
     float total = 0.0f;
 #pragma unroll
     for (int g = 0; g < L::kGroups; ++g) total += shared.group_sums(s)[g * L::kTileCols + col];
+    emit(s, total);
+  }
+}
+
+// Ends the block's row parts first_part .. first_part + slots - 1 (slots <= kMaxPartsPerBlock, each
+// kept by store_slot_sums): adds each part's lanes (add_slot_lanes: the same bits as a part at a
+// time) and, with one part in the grid, adds the tile's sums into out [cols] f32 directly; else
+// writes each part's row of partials [tiles, parts, kTileCols] f32 (tiles = gridDim.x), for
+// finish_tile. Columns [tile_col, tile_col + kTileCols) are the block's tile.
+template <int VEC>
+__device__ __forceinline__ void store_block_parts(const TileShared<VEC>& shared, int64_t first_part,
+                                                  int slots, int64_t parts, int64_t tile_col,
+                                                  int64_t cols, float* __restrict__ partials,
+                                                  float* __restrict__ out) {
+  using L = Layout<VEC>;
+  const int t = threadIdx.y * L::kLanesX + threadIdx.x;
+  add_slot_lanes<VEC>(shared, slots, [&](int s, float total) {
     if (parts == 1) {
       if (tile_col + t < cols) out[tile_col + t] += total;
     } else {
       partials[(static_cast<int64_t>(blockIdx.x) * parts + first_part + s) * L::kTileCols + t] =
           total;
     }
-  }
+  });
 }
 
 // Ends a block after its parts (store_block_parts): the block that counts itself last for its tile
@@ -193,8 +184,9 @@ __device__ __forceinline__ void finish_tile(const TileShared<VEC>& shared, int64
     }
   }
   store_lane_sums<VEC>(shared.lane_sums(0), part_sum);
-  const float total = add_lanes<VEC>(shared.lane_sums(0), shared.group_sums(0));
-  if (t < L::kTileCols && tile_col + t < cols) out[tile_col + t] += total;
+  add_slot_lanes<VEC>(shared, 1, [&](int, float total) {
+    if (tile_col + t < cols) out[tile_col + t] += total;
+  });
 }
 
 // The grid of one call over a [rows, cols] matrix with tiles of tile_cols columns, and the stream
