@@ -38,6 +38,17 @@ int64_t count_of(const std::vector<int64_t>& shape);
 
 // Elements filled with 0xFF bytes (NaN in every float dtype), so an unwritten output shows.
 GpuTensor gpu_poisoned(const std::vector<int64_t>& shape, DType dtype, int offset_elements = 0);
+
+// What dropout_residual_layernorm_forward writes, poisoned: sum and y [rows, d] (shifted by
+// `offset` elements), mean and rstd [rows] f32.
+struct ForwardOutputs {
+  GpuTensor sum, y, mean, rstd;
+  ForwardOutputs(int64_t rows, int64_t d, DType dtype, int offset)
+      : sum(gpu_poisoned({rows, d}, dtype, offset)),
+        y(gpu_poisoned({rows, d}, dtype, offset)),
+        mean(gpu_poisoned({rows}, DType::f32)),
+        rstd(gpu_poisoned({rows}, DType::f32)) {}
+};
 GpuTensor upload(const std::vector<float>& values, const std::vector<int64_t>& shape, DType dtype,
                  int offset_elements = 0);
 GpuTensor upload_i32(const std::vector<int32_t>& values, const std::vector<int64_t>& shape);

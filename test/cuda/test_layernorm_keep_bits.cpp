@@ -77,15 +77,6 @@ bool untouched(const std::vector<uint8_t>& bytes) {
 
 // --- forward ---------------------------------------------------------------------------------
 
-struct ForwardRun {
-  GpuTensor sum, y, mean, rstd;
-  ForwardRun(int64_t rows, int64_t d, DType dtype, int offset)
-      : sum(gpu_poisoned({rows, d}, dtype, offset)),
-        y(gpu_poisoned({rows, d}, dtype, offset)),
-        mean(gpu_poisoned({rows}, DType::f32)),
-        rstd(gpu_poisoned({rows}, DType::f32)) {}
-};
-
 // The forward's inputs; `offset` shifts residual, branch, sum and y off 16-byte alignment when 1,
 // and only the residual when 2 (the op then runs dropout_residual_add and layernorm_forward).
 struct ForwardCase {
@@ -104,15 +95,16 @@ struct ForwardCase {
     gamma = upload(rounded(random_floats(d, seed + 2, 0.5f, 1.5f), dtype), {d}, dtype);
     beta = upload(rounded(random_floats(d, seed + 3, -0.5f, 0.5f), dtype), {d}, dtype);
   }
-  ForwardRun outputs() const { return ForwardRun(rows, d, dtype, offset == 1 ? 1 : 0); }
-  bool run(ForwardRun& out, float p, const RngKey& key, const Tensor& keep_bits = Tensor()) const {
+  ForwardOutputs outputs() const { return ForwardOutputs(rows, d, dtype, offset == 1 ? 1 : 0); }
+  bool run(ForwardOutputs& out, float p, const RngKey& key,
+           const Tensor& keep_bits = Tensor()) const {
     return dropout_residual_layernorm_forward(residual.view, branch.view, out.sum.view, p, key,
                                               gamma.view, beta.view, out.y.view, out.mean.view,
                                               out.rstd.view, kEps, keep_bits);
   }
 };
 
-void check_same_forward(const ForwardRun& got, const ForwardRun& expected) {
+void check_same_forward(const ForwardOutputs& got, const ForwardOutputs& expected) {
   check_identical("sum", download(got.sum.view), download(expected.sum.view));
   check_identical("y", download(got.y.view), download(expected.y.view));
   check_identical("mean", download(got.mean.view), download(expected.mean.view));
@@ -124,7 +116,7 @@ void check_forward_stores(DType dtype, int64_t rows, int64_t d, float p) {
   INFO("dtype " << dtype_name(dtype) << " rows " << rows << " d " << d << " p " << p);
   const ForwardCase in(rows, d, dtype);
   const RngKey key{20250201, 41, static_cast<uint32_t>(d + rows)};
-  ForwardRun plain = in.outputs(), with_bits = in.outputs();
+  ForwardOutputs plain = in.outputs(), with_bits = in.outputs();
   CHECK_FALSE(in.run(plain, p, key));
   GpuTensor bits = poisoned_bits(rows, d);
   CHECK(in.run(with_bits, p, key, bits.view));
@@ -137,7 +129,7 @@ void check_forward_declines(const std::string& what, const ForwardCase& in, floa
   INFO(what << ": dtype " << dtype_name(in.dtype) << " rows " << in.rows << " d " << in.d
             << " offset " << in.offset << " p " << p);
   const RngKey key{20250202, 43, static_cast<uint32_t>(in.d)};
-  ForwardRun plain = in.outputs(), with_bits = in.outputs();
+  ForwardOutputs plain = in.outputs(), with_bits = in.outputs();
   in.run(plain, p, key);
   GpuTensor bits = poisoned_bits(in.rows, in.d);
   CHECK_FALSE(in.run(with_bits, p, key, bits.view));
@@ -187,7 +179,7 @@ void check_backward_reads(DType dtype, int64_t rows, int64_t d, float p) {
   const RngKey key{20250203, 47, static_cast<uint32_t>(d + rows)};
   // The bits as the sublayer's forward stores them.
   const ForwardCase forward(rows, d, dtype);
-  ForwardRun forward_out = forward.outputs();
+  ForwardOutputs forward_out = forward.outputs();
   GpuTensor bits = poisoned_bits(rows, d);
   REQUIRE(forward.run(forward_out, p, key, bits.view));
 
@@ -303,7 +295,7 @@ TEST_CASE("cuda keep_bits of the wrong size, dtype or place are rejected, naming
           "[cuda][layernorm][errors][keep_bits]") {
   const int64_t rows = 3, d = 64;
   const ForwardCase in(rows, d, DType::bf16);
-  ForwardRun out = in.outputs();
+  ForwardOutputs out = in.outputs();
   const GpuTensor short_bits = gpu_poisoned({dropout_keep_bits_words(rows, d) - 1}, DType::i32),
                   f32_bits = gpu_poisoned({dropout_keep_bits_words(rows, d)}, DType::f32);
   const auto has = [](const std::string& message, const char* what) {

@@ -56,15 +56,6 @@ std::string path_name(DType dtype, int64_t d, bool aligned) {
 
 // --- forward ---------------------------------------------------------------------------------
 
-struct ForwardOutputs {
-  GpuTensor sum, y, mean, rstd;
-  ForwardOutputs(int64_t rows, int64_t d, DType dtype, int offset)
-      : sum(gpu_poisoned({rows, d}, dtype, offset)),
-        y(gpu_poisoned({rows, d}, dtype, offset)),
-        mean(gpu_poisoned({rows}, DType::f32)),
-        rstd(gpu_poisoned({rows}, DType::f32)) {}
-};
-
 struct ForwardHost {
   std::vector<float> sum, y, mean, rstd;
 };
