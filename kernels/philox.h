@@ -55,8 +55,9 @@ NMT_HOST_DEVICE uint64_t rng_step(const RngKey& key) {
   return key.step;
 }
 
-// The draw of block `block` of a stream: the uniforms of its elements 4 * block .. 4 * block + 3
-// (every CPU and GPU dropout draws through this call, so their masks agree bit for bit).
+// The draw of block `block` of a stream: rng_uniform's elements 4 * block .. 4 * block + 3, or
+// dropout_uniform's 8 * block .. 8 * block + 7 (every CPU and GPU dropout draws through this call,
+// so their masks agree bit for bit).
 NMT_HOST_DEVICE Philox4 philox_block(const RngKey& key, uint64_t block) {
   const uint64_t step = rng_step(key);
   return philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
@@ -65,16 +66,36 @@ NMT_HOST_DEVICE Philox4 philox_block(const RngKey& key, uint64_t block) {
                     static_cast<uint32_t>(key.seed >> 32));
 }
 
-// Uniform float in [0, 1) for one element of a stream. Four consecutive elements share one Philox
-// call (counter = element / 4), so a vectorised kernel can draw four at a time.
+// Uniform float in [0, 1) for one element of a stream (initialisation, synthetic data; dropout
+// draws dropout_uniform, below). Four consecutive elements share one Philox call (counter =
+// element / 4), so a vectorised kernel can draw four at a time.
 NMT_HOST_DEVICE float rng_uniform(const RngKey& key, uint64_t element) {
   const Philox4 r = philox_block(key, element >> 2);
   return static_cast<float>(r.v[element & 3] >> 8) * (1.0f / 16777216.0f);
 }
 
+// Dropout draws its own uniforms, 16 bits each, eight elements per Philox call: element e is half
+// e % 2 (the low 16 bits first) of word (e / 2) % 4 of block e / 8. That is half the Philox work
+// of one 24-bit uniform per word (rng_uniform), which bounds the dropout kernels on the GPU, and
+// resolves p to 1/65536 (a keep test `u >= p` of multiples of 2^-16, exact in float).
+constexpr int kDropoutBlockElements = 8;
+
+// The uniform of half `half` (0: low, 1: high) of a Philox word.
+NMT_HOST_DEVICE float dropout_half_uniform(uint32_t word, int half) {
+  const uint32_t bits = half != 0 ? word >> 16 : word & 0xFFFFu;
+  return static_cast<float>(bits) * (1.0f / 65536.0f);
+}
+
+// The uniform of element e of a stream's dropout.
+NMT_HOST_DEVICE float dropout_uniform(const RngKey& key, uint64_t element) {
+  const Philox4 r = philox_block(key, element >> 3);
+  const int word = static_cast<int>(element >> 1) & 3;
+  return dropout_half_uniform(r.v[word], static_cast<int>(element & 1));
+}
+
 // Dropout keeps an element with probability 1 - p.
 NMT_HOST_DEVICE bool dropout_keep(const RngKey& key, uint64_t element, float p) {
-  return rng_uniform(key, element) >= p;
+  return dropout_uniform(key, element) >= p;
 }
 
 // A dropout's keep mask saved as bits, for a backward to read instead of drawing it again (the

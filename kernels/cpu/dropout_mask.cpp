@@ -1,5 +1,5 @@
-// Dropout masks drawn four elements per Philox call, eight calls side by side so the compiler can
-// run the rounds in vector registers (rng_uniform draws one call per element).
+// Dropout masks drawn eight elements per Philox call, eight calls side by side so the compiler can
+// run the rounds in vector registers (dropout_uniform draws one call per element).
 #include "kernels/cpu/dropout_mask.h"
 
 #include <algorithm>
@@ -9,10 +9,10 @@
 namespace nmt::cpu {
 namespace {
 
-constexpr int kLanes = 8;  // Philox blocks computed together: 32 elements
+constexpr int kLanes = 8;  // Philox blocks computed together: 64 elements
 
 // bits[4 * lane + word] = word `word` of the Philox-4x32-10 output for block first_block + lane,
-// with the counter and key words of rng_uniform(): the rounds of philox4x32() (kernels/philox.h)
+// with the counter and key words of philox_block(): the rounds of philox4x32() (kernels/philox.h)
 // written over arrays of lanes, so each statement vectorises.
 NMT_CPU_CLONES void philox_lanes(const RngKey& key, uint64_t first_block,
                                  uint32_t bits[4 * kLanes]) {
@@ -53,17 +53,19 @@ NMT_CPU_CLONES void philox_lanes(const RngKey& key, uint64_t first_block,
 void dropout_scales(const RngKey& key, uint64_t first, int64_t count, float p, float* scales) {
   const float keep_scale = 1.0f / (1.0f - p);
   const uint64_t end = first + static_cast<uint64_t>(count);
-  // Element e is word e % 4 of block e / 4, as in rng_uniform(key, e): one group of kLanes
-  // blocks covers elements [4 * first_block, 4 * first_block + 32).
+  // Element e is half e % 2 of word (e / 2) % 4 of block e / 8, as in dropout_uniform(key, e):
+  // one group of kLanes blocks covers elements [8 * first_block, 8 * first_block + 64), and
+  // element j of the group is half j % 2 of bits[j / 2].
+  constexpr int kE = kDropoutBlockElements;
   for (uint64_t element = first; element < end;) {
-    const uint64_t first_block = element >> 2;
+    const uint64_t first_block = element / kE;
     uint32_t bits[4 * kLanes];
     philox_lanes(key, first_block, bits);
-    const uint64_t group_begin = 4 * first_block;
-    const uint64_t group_end = std::min(end, group_begin + 4 * kLanes);
+    const uint64_t group_begin = kE * first_block;
+    const uint64_t group_end = std::min(end, group_begin + kE * kLanes);
     for (; element < group_end; ++element) {
-      const float uniform =
-          static_cast<float>(bits[element - group_begin] >> 8) * (1.0f / 16777216.0f);
+      const uint64_t j = element - group_begin;
+      const float uniform = dropout_half_uniform(bits[j / 2], static_cast<int>(j % 2));
       scales[element - first] = uniform >= p ? keep_scale : 0.0f;
     }
   }

@@ -1,4 +1,4 @@
-// Dropout masks drawn four elements per Philox call, identical to dropout_keep() in
+// Dropout masks drawn eight elements per Philox call, identical to dropout_keep() in
 // kernels/philox.h element by element (test_kernels_cpu pins this).
 #pragma once
 

@@ -14,6 +14,7 @@
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/op_checks.h"
@@ -86,23 +87,19 @@ __global__ void masked_softmax_forward(float* __restrict__ probs,
 }
 
 // dropped[e] = probs[e] * keep(e) / (1 - p) in the activation dtype, element e the flat index of
-// probs, four elements per Philox call (the CPU's dropout_scales draws the same blocks).
+// probs, eight elements per Philox call (the CPU's dropout_scales draws the same blocks).
 template <typename T>
 __global__ void dropped_probs(const float* __restrict__ probs, T* __restrict__ dropped, int64_t n,
                               float p, float keep_scale, RngKey key) {
+  constexpr int kE = kDropoutBlockElements;
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t first = block * 4;
+  const int64_t first = block * kE;
   if (first >= n) return;
-  float scales[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-  if (p > 0.0f) {
-    const Philox4 draw = philox_block(key, static_cast<uint64_t>(block));
+  float scales[kE];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float uniform = static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f);
-      scales[j] = uniform >= p ? keep_scale : 0.0f;
-    }
-  }
-  for (int j = 0; j < 4 && first + j < n; ++j)
+  for (int j = 0; j < kE; ++j) scales[j] = 1.0f;
+  if (p > 0.0f) dropout_scales(key, block, p, keep_scale, scales);
+  for (int j = 0; j < kE && first + j < n; ++j)
     dropped[first + j] = from_float<T>(probs[first + j] * scales[j]);
 }
 
@@ -228,9 +225,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const float keep_scale = dropout_p > 0.0f ? 1.0f / (1.0f - dropout_p) : 1.0f;
   dispatch_float_dtype(q.dtype, op, "q", [&](auto tag) {
     using E = typename decltype(tag)::type;
-    dropped_probs<E><<<blocks_for((prob_count + 3) / 4, kThreads), kThreads, 0, stream>>>(
-        static_cast<const float*>(probs.data), static_cast<E*>(dropped), prob_count, dropout_p,
-        keep_scale, key);
+    dropped_probs<E>
+        <<<blocks_for((prob_count + kDropoutBlockElements - 1) / kDropoutBlockElements, kThreads),
+           kThreads, 0, stream>>>(static_cast<const float*>(probs.data), static_cast<E*>(dropped),
+                                  prob_count, dropout_p, keep_scale, key);
     CUDA_CHECK_LAUNCH();
   });
   // outᵀ (dh x T) = (V as dh x S) · (dropped P as S x T).
@@ -310,9 +308,10 @@ void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, c
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   dispatch_float_dtype(q.dtype, op, "q", [&](auto tag) {
     using E = typename decltype(tag)::type;
-    dropped_probs<E><<<blocks_for((prob_count + 3) / 4, kThreads), kThreads, 0, stream>>>(
-        static_cast<const float*>(probs.data), static_cast<E*>(dropped), prob_count, dropout_p,
-        keep_scale, key);
+    dropped_probs<E>
+        <<<blocks_for((prob_count + kDropoutBlockElements - 1) / kDropoutBlockElements, kThreads),
+           kThreads, 0, stream>>>(static_cast<const float*>(probs.data), static_cast<E*>(dropped),
+                                  prob_count, dropout_p, keep_scale, key);
     CUDA_CHECK_LAUNCH();
     // dVᵀ (dh x S) = (dOut as dh x T) · op_T(dropped P as S x T).
     batched_gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, dh, S, T, 1.0f, family(d_out_ptrs), ab, width,

@@ -44,8 +44,8 @@ struct DropoutGrad {
   template <typename T, int VEC>
   __device__ void operator()(int64_t element, const Pack<T, VEC>& dy, const Pack<T, VEC>&,
                              Pack<T, VEC>& dx) const {
-    static_assert(VEC == 1 || VEC % 4 == 0, "a pack holds whole Philox blocks, or one element");
-    static_assert(VEC <= 8, "a pack's bits lie in one byte");
+    static_assert(VEC == 1 || VEC == 4 || VEC == 8,
+                  "a pack holds one Philox block, half of one, or one element");
     float scales[VEC];
     if (keep_bytes != nullptr) {
       // Bit e % 8 of byte e / 8; a pack of VEC elements from a multiple of VEC (or one element)
@@ -54,17 +54,13 @@ struct DropoutGrad {
 #pragma unroll
       for (int i = 0; i < VEC; ++i) scales[i] = dropout_bit_scale(bits, i, keep_scale);
     } else if constexpr (VEC == 1) {
-      // One element: its lane of its block. A select, not an indexed array, keeps the four
-      // scales in registers.
-      float block[4];
-      dropout_scales(key, element / 4, p, keep_scale, block);
-      const int lane = static_cast<int>(element % 4);
-      scales[0] = lane == 0 ? block[0] : lane == 1 ? block[1] : lane == 2 ? block[2] : block[3];
+      scales[0] = dropout_keep_bits<1>(key, element, p) != 0u ? keep_scale : 0.0f;
+    } else if constexpr (VEC == 4) {
+      // cols % 4 == 0 and the pack starts at a multiple of 4: half a block.
+      dropout_scales4(key, element / 4, p, keep_scale, scales);
     } else {
-      // cols % VEC == 0 and the pack starts at a multiple of VEC: VEC / 4 whole blocks.
-#pragma unroll
-      for (int b = 0; b < VEC / 4; ++b)
-        dropout_scales(key, element / 4 + b, p, keep_scale, &scales[4 * b]);
+      // cols % 8 == 0 and the pack starts at a multiple of 8: one whole block.
+      dropout_scales(key, element / 8, p, keep_scale, scales);
     }
 #pragma unroll
     for (int i = 0; i < VEC; ++i) dx.v[i] = from_float<T>(to_float(dy.v[i]) * scales[i]);

@@ -88,28 +88,29 @@ void launch_map(const char* op_name, const Tensor& a, const Tensor& b, Tensor& y
   });
 }
 
-// One thread per block of four elements (one Philox call). y may alias x.
+// One thread per block of eight elements (one Philox call). y may alias x.
 template <typename T, bool PACKED>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_scale, RngKey key) {
+  constexpr int kE = kDropoutBlockElements;
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t first = block * 4;
+  const int64_t first = block * kE;
   if (first >= n) return;
-  float scales[4];
+  float scales[kE];
   dropout_scales(key, block, p, keep_scale, scales);
-  if (PACKED && first + 4 <= n) {
-    using P = Pack<T, 4>;
+  if (PACKED && first + kE <= n) {
+    using P = Pack<T, kE>;
     const P in = reinterpret_cast<const P*>(x)[block];
     P out;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) out.v[j] = from_float<T>(to_float(in.v[j]) * scales[j]);
+    for (int j = 0; j < kE; ++j) out.v[j] = from_float<T>(to_float(in.v[j]) * scales[j]);
     reinterpret_cast<P*>(y)[block] = out;
   } else {
-    for (int j = 0; j < 4 && first + j < n; ++j)
+    for (int j = 0; j < kE && first + j < n; ++j)
       y[first + j] = from_float<T>(to_float(x[first + j]) * scales[j]);
   }
 }
 
-// y = a + dropout(b), one thread per block of four elements (one Philox call), the mask and the
+// y = a + dropout(b), one thread per block of eight elements (one Philox call), the mask and the
 // product of dropout_kernel. The dropped-out b is rounded to T before the add, as dropout_forward
 // stored it, so the result equals the two separate ops bit for bit; __fmul_rn / __fadd_rn keep
 // nvcc from contracting the f32 product and add into one FMA (which rounds once). y may alias a
@@ -117,25 +118,26 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_
 template <typename T, bool PACKED>
 __global__ void dropout_residual_add_kernel(const T* a, const T* b, T* y, int64_t n, float p,
                                             float keep_scale, RngKey key) {
+  constexpr int kE = kDropoutBlockElements;
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t first = block * 4;
+  const int64_t first = block * kE;
   if (first >= n) return;
-  float scales[4];
+  float scales[kE];
   dropout_scales(key, block, p, keep_scale, scales);
   const auto sum = [&](T av, T bv, float scale) {
     const T dropped = from_float<T>(__fmul_rn(to_float(bv), scale));
     return from_float<T>(__fadd_rn(to_float(av), to_float(dropped)));
   };
-  if (PACKED && first + 4 <= n) {
-    using P = Pack<T, 4>;
+  if (PACKED && first + kE <= n) {
+    using P = Pack<T, kE>;
     const P pa = reinterpret_cast<const P*>(a)[block];
     const P pb = reinterpret_cast<const P*>(b)[block];
     P out;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) out.v[j] = sum(pa.v[j], pb.v[j], scales[j]);
+    for (int j = 0; j < kE; ++j) out.v[j] = sum(pa.v[j], pb.v[j], scales[j]);
     reinterpret_cast<P*>(y)[block] = out;
   } else {
-    for (int j = 0; j < 4 && first + j < n; ++j)
+    for (int j = 0; j < kE && first + j < n; ++j)
       y[first + j] = sum(a[first + j], b[first + j], scales[j]);
   }
 }
@@ -163,9 +165,10 @@ void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const Rn
   dispatch_float_dtype(x.dtype, op, "input", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto address_ok = [](const void* ptr) {
-      return reinterpret_cast<uintptr_t>(ptr) % (4 * sizeof(T)) == 0;
+      return reinterpret_cast<uintptr_t>(ptr) % (kDropoutBlockElements * sizeof(T)) == 0;
     };
-    const unsigned blocks = blocks_for((n + 3) / 4, kThreads);
+    const unsigned blocks =
+        blocks_for((n + kDropoutBlockElements - 1) / kDropoutBlockElements, kThreads);
     const T* in = static_cast<const T*>(x.data);
     T* out = static_cast<T*>(y.data);
     if (address_ok(x.data) && address_ok(y.data))
@@ -274,9 +277,10 @@ void dropout_residual_add(const Tensor& a, const Tensor& b, Tensor& y, float p, 
   dispatch_float_dtype(y.dtype, op, "y", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto address_ok = [](const void* ptr) {
-      return reinterpret_cast<uintptr_t>(ptr) % (4 * sizeof(T)) == 0;
+      return reinterpret_cast<uintptr_t>(ptr) % (kDropoutBlockElements * sizeof(T)) == 0;
     };
-    const unsigned blocks = blocks_for((n + 3) / 4, kThreads);
+    const unsigned blocks =
+        blocks_for((n + kDropoutBlockElements - 1) / kDropoutBlockElements, kThreads);
     const T* pa = static_cast<const T*>(a.data);
     const T* pb = static_cast<const T*>(b.data);
     T* py = static_cast<T*>(y.data);

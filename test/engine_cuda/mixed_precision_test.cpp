@@ -62,11 +62,12 @@ struct StepResult {
   std::vector<float> grads;
 };
 
-StepResult one_step(DType dtype, float loss_scale, int64_t head_dim = 8) {
+// One training step's loss and unscaled gradients; `step` keys the dropout masks.
+StepResult one_step(DType dtype, float loss_scale, int64_t head_dim = 8, uint64_t step = 7) {
   nmt::Transformer model(small_shape(dtype, head_dim), Device::cuda, 64, 16);
   model.params().initialize(5);
   model.zero_grads();
-  nmt::StepContext ctx{3, 7, true};
+  nmt::StepContext ctx{3, step, true};
   StepResult r;
   r.loss = model.forward_backward(ragged_batch(), ctx, 0.1f, loss_scale);
   r.grads = to_host(model.params().grads());
@@ -78,21 +79,34 @@ StepResult one_step(DType dtype, float loss_scale, int64_t head_dim = 8) {
 
 TEST_CASE("a bf16 or fp16 step gives the fp32 step's loss and gradients within rounding",
           "[cuda][engine][mixed]") {
+  // bf16 keeps 8 mantissa bits (relative rounding 2^-9), fp16 11 (2^-12); through two layers of
+  // GEMMs, norms and softmaxes the gradient error grows to a few dozen roundings. In a model this
+  // small one fc1 pre-activation that lands on the other side of 0 in the 16-bit run moves the
+  // whole error (the ReLU's derivative jumps from 1 to 0), so one dropout draw is a lottery: over
+  // 8 draws (session 12, H100) bf16 gave 0.015 to 0.082 and fp16 0.0013 to 0.047 at head_dim 8.
+  // The median of 5 draws measures the rounding, not the lottery.
   // head_dim 64 puts the fused attention kernel in the 16-bit runs (the fp32 one stays unfused).
+  constexpr uint64_t kDraws[] = {7, 8, 9, 10, 11};
   for (int64_t head_dim : {8, 64}) {
-    StepResult ref = one_step(DType::f32, 1.0f, head_dim);
-    // bf16 keeps 8 mantissa bits (relative rounding 2^-9), fp16 11 (2^-12); through two layers of
-    // GEMMs, norms and softmaxes the gradient error grows to a few dozen roundings.
     for (auto [dtype, loss_scale, tolerance] :
          {std::tuple{DType::bf16, 1.0f, 5e-2}, std::tuple{DType::f16, 1024.0f, 1e-2}}) {
-      StepResult r = one_step(dtype, loss_scale, head_dim);
-      double err = relative_l2(ref.grads, r.grads);
-      INFO(nmt::dtype_name(dtype) << ", head_dim " << head_dim << ": loss " << r.loss.loss
-                                  << " vs fp32 " << ref.loss.loss << ", gradient relative L2 error "
-                                  << err);
-      CHECK(r.loss.tokens == ref.loss.tokens);
-      CHECK(r.loss.loss == Approx(ref.loss.loss).epsilon(tolerance / 5));
-      CHECK(err < tolerance);
+      std::vector<double> errors;
+      std::ostringstream all;
+      for (uint64_t step : kDraws) {
+        const StepResult ref = one_step(DType::f32, 1.0f, head_dim, step);
+        const StepResult r = one_step(dtype, loss_scale, head_dim, step);
+        INFO(nmt::dtype_name(dtype) << ", head_dim " << head_dim << ", step " << step << ": loss "
+                                    << r.loss.loss << " vs fp32 " << ref.loss.loss);
+        CHECK(r.loss.tokens == ref.loss.tokens);
+        CHECK(r.loss.loss == Approx(ref.loss.loss).epsilon(tolerance / 5));
+        errors.push_back(relative_l2(ref.grads, r.grads));
+        all << " " << errors.back();
+      }
+      std::sort(errors.begin(), errors.end());
+      const double median = errors[errors.size() / 2];
+      INFO(nmt::dtype_name(dtype) << ", head_dim " << head_dim
+                                  << ": gradient relative L2 errors of the draws" << all.str());
+      CHECK(median < tolerance);
     }
   }
 }

@@ -66,11 +66,37 @@ TEST_CASE("rng_uniform gives pinned values and stays in [0, 1)", "[philox]") {
   CHECK(sum / n == Approx(0.5).margin(0.005));  // sd of the mean is 0.29 / sqrt(n) = 0.0009
 }
 
+TEST_CASE("dropout_uniform takes 16-bit halves, eight elements a Philox call", "[philox]") {
+  const RngKey key{42, 7, 3};
+  for (uint64_t block : {uint64_t{0}, uint64_t{1}, uint64_t{125000}, (uint64_t{1} << 33) + 5}) {
+    const Philox4 draw = philox_block(key, block);
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t word = draw.v[j / 2];
+      const uint32_t half = j % 2 == 0 ? word & 0xFFFFu : word >> 16;
+      REQUIRE(dropout_uniform(key, 8 * block + static_cast<uint64_t>(j)) * 65536.0f ==
+              static_cast<float>(half));
+    }
+  }
+  // A keep test resolves p to 1/65536: u >= p for u = k / 65536 exactly where k >= p * 65536.
+  int64_t kept = 0;
+  const int n = 200000;
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const float u = dropout_uniform(key, static_cast<uint64_t>(i));
+    REQUIRE(u >= 0.0f);
+    REQUIRE(u < 1.0f);
+    sum += u;
+    kept += dropout_keep(key, static_cast<uint64_t>(i), 0.1f) ? 1 : 0;
+  }
+  CHECK(sum / n == Approx(0.5).margin(0.004));
+  CHECK(static_cast<double>(kept) / n == Approx(0.9).margin(0.004));  // sd 0.0007
+}
+
 TEST_CASE("dropout_scales draws the same mask as dropout_keep from any start", "[dropout]") {
   const RngKey key{9, 1234, 5};
   const float p = 0.37f;
-  for (uint64_t first : {0u, 1u, 2u, 3u, 4u, 1001u}) {
-    for (int64_t count : {1, 3, 7, 13, 33}) {
+  for (uint64_t first : {0u, 1u, 2u, 3u, 4u, 7u, 8u, 9u, 1001u}) {
+    for (int64_t count : {1, 3, 7, 13, 33, 70}) {
       std::vector<float> scales(static_cast<size_t>(count));
       cpu::dropout_scales(key, first, count, p, scales.data());
       for (int64_t i = 0; i < count; ++i) {

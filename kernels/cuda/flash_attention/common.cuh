@@ -382,23 +382,47 @@ __device__ __forceinline__ void zero_rows(T* gmem, int64_t stride, int rows) {
 
 // keep[r * kMaskStride + c] = dropout_keep(key, first + r * row_step + c, p) for the kTile x kTile
 // tile whose element (0, 0) is `first` (rows row_step apart), by kThreads cooperating threads of
-// which this is `thread`, four elements per Philox call as rng_uniform draws them; a barrier over
-// those threads must follow before use.
+// which this is `thread`, eight elements per Philox call as dropout_uniform draws them; a barrier
+// over those threads must follow before use. Where every row starts at a multiple of 8 (first and
+// row_step multiples of 8: kv_len % 8 == 0), a row is 8 whole blocks and each block's 8 bytes go
+// out in one store; otherwise a row may straddle 9 blocks and each byte is tested for its row.
 __device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& key, float p,
                                                   uint64_t first, uint64_t row_step, int thread) {
-  constexpr int kBlocksPerRow = kTile / 4 + 1;  // a row of 64 may straddle 17 blocks of 4
+  constexpr int kE = kDropoutBlockElements;
+  static_assert(kTile % kE == 0 && kMaskStride % 8 == 0, "whole blocks, 8-byte aligned rows");
+  if (first % kE == 0 && row_step % kE == 0) {
+    constexpr int kBlocksPerRow = kTile / kE;
+    for (int w = thread; w < kTile * kBlocksPerRow; w += kThreads) {
+      const int r = w / kBlocksPerRow, c = w % kBlocksPerRow;
+      const Philox4 draw = philox_block(key, (first + r * row_step) / kE + c);
+      uint32_t bytes[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int e = 4 * half + j;
+          word |= (dropout_half_uniform(draw.v[e / 2], e % 2) >= p ? 1u : 0u) << (8 * j);
+        }
+        bytes[half] = word;
+      }
+      *reinterpret_cast<uint2*>(keep + r * kMaskStride + c * kE) = make_uint2(bytes[0], bytes[1]);
+    }
+    return;
+  }
+  constexpr int kBlocksPerRow = kTile / kE + 1;  // a row of 64 may straddle 9 blocks of 8
   for (int w = thread; w < kTile * kBlocksPerRow; w += kThreads) {
     const int r = w / kBlocksPerRow;
     const uint64_t row_first = first + r * row_step;
-    const uint64_t block = (row_first >> 2) + w % kBlocksPerRow;
-    if (block * 4 >= row_first + kTile) continue;
+    const uint64_t block = row_first / kE + w % kBlocksPerRow;
+    if (block * kE >= row_first + kTile) continue;
     const Philox4 draw = philox_block(key, block);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint64_t e = block * 4 + j;
+    for (int j = 0; j < kE; ++j) {
+      const uint64_t e = block * kE + j;
       if (e >= row_first && e < row_first + kTile)
         keep[r * kMaskStride + static_cast<int>(e - row_first)] =
-            static_cast<float>(draw.v[j] >> 8) * (1.0f / 16777216.0f) >= p;
+            dropout_half_uniform(draw.v[j / 2], j % 2) >= p;
     }
   }
 }
