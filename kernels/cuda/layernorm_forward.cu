@@ -177,11 +177,22 @@ __device__ __forceinline__ Pack<T, VEC> residual_sum(const T* residual, const T*
   return sum;
 }
 
+// Blocks per multiprocessor the fused forward is compiled for: 4 (at most 64 registers a thread)
+// where a lane holds up to 32 bytes of a row (d <= 512 in bf16 / f16, <= 256 in f32), which ptxas
+// fits without spilling; the others spill at 64, so they keep the compiler's choice. At 67
+// registers a bf16 d = 512 block of 8 rows held 3 blocks an SM, 24 warps for a kernel bound by the
+// latency of its loads (ncu, session 12); at 4, bench-kernels' 8192 x 512 bf16 forward went from
+// 0.0175 to 0.0169 ms (H100), the whole step within its noise.
+template <typename T, int VEC, int CHUNKS>
+constexpr int forward_min_blocks() {
+  return VEC * CHUNKS * static_cast<int>(sizeof(T)) <= 32 ? 4 : 1;
+}
+
 // residual, branch, sum: [rows, d] (sum may be the very same memory as residual or branch: each
 // pack is read, then written, by one lane); keep_bytes: [rows * d / 8] or null (residual_sum; a
 // warp stores 32 consecutive bytes a chunk); the rest as layernorm_forward_rows.
 template <typename T, int VEC, int CHUNKS, bool DROPOUT>
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void __launch_bounds__(kRowThreads, forward_min_blocks<T, VEC, CHUNKS>())
     dropout_residual_layernorm_rows(const T* residual, const T* branch, T* sum,
                                     const T* __restrict__ gamma, const T* __restrict__ beta,
                                     T* __restrict__ y, float* __restrict__ mean,
