@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Whole training steps under two or more environment settings, compared in one call: bench-step
-# runs every config under every variant, round after round (the variants interleaved, so that a
-# clock or thermal drift over the call weighs on all of them alike), and a markdown table of the
-# median step ms (and MFU) of each round comes last. For the engine's A/B switches
-# (NMT_LAYERNORM_KEEP_BITS, NMT_CROSS_ENTROPY_SMEM, NMT_ATTENTION_BIAS_SUMS, ...): compare only
+# Whole training steps under two or more environment settings or builds, compared in one call:
+# bench-step runs every config under every variant, round after round (the variants interleaved,
+# so that a clock or thermal drift over the call weighs on all of them alike), and a markdown table
+# of the median step ms (and MFU) of each round comes last. For the engine's A/B switches
+# (NMT_LAYERNORM_KEEP_BITS, NMT_CROSS_ENTROPY_SMEM, NMT_ATTENTION_BIAS_SUMS, ...), or for a change
+# against the tree before it (a variant that names another build's bench-step): compare only
 # numbers of the same table.
 #
 # usage: bench/ab-step.sh [--bin PATH] [--rounds N] [--configs "base/post base/pre big/post
 #                         base/post/256"] [--steps N] [--warmup N] [--precision P] [--device D]
 #                         VARIANT [VARIANT ...]
-#   VARIANT: LABEL=  (the environment as it is) or LABEL=VAR=VALUE[,VAR=VALUE...]
+#   VARIANT: LABEL=SETTING[,SETTING...] or LABEL= (--bin, the environment as it is); a SETTING is
+#   VAR=VALUE (set for that variant's runs) or bin:PATH (that variant runs the bench-step at PATH)
 #   a config: MODEL/NORM[/BATCH] (bench-step's --model, --norm, --batch)
-# Example: bench/ab-step.sh --rounds 2 "drawn=NMT_LAYERNORM_KEEP_BITS=0" "bits="
+# Examples: bench/ab-step.sh --rounds 2 "drawn=NMT_LAYERNORM_KEEP_BITS=0" "bits="
+#           bench/ab-step.sh "before=bin:/tmp/base/build/bench/bench-step/bench-step" "after="
 # Environment: BENCH_STEP_BIN (the default of --bin: build/bench/bench-step/bench-step), OUT (each
 # run's full output goes to $OUT/ab-step-*.log where set).
 set -euo pipefail
@@ -42,17 +45,26 @@ done
 fail() { echo "ab-step: $*" >&2; exit 2; }
 ((${#VARIANTS[@]} >= 2)) || fail "give at least two variants (LABEL= or LABEL=VAR=VALUE,...)"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || fail "--rounds must be a positive number, not '$ROUNDS'"
-[[ -x $BIN ]] || fail "no bench-step at $BIN (build it, or give --bin)"
+needs_default_bin=0
 for v in "${VARIANTS[@]}"; do
   [[ $v == *=* && ${v%%=*} != "" ]] || fail "variant '$v' is not LABEL= or LABEL=VAR=VALUE,..."
-  settings=${v#*=}
+  settings=${v#*=} own_bin=0
   if [[ -n $settings ]]; then
     IFS=, read -ra pairs <<<"$settings"
     for pair in "${pairs[@]}"; do
-      [[ $pair =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]] || fail "variant '$v': '$pair' is not VAR=VALUE"
+      if [[ $pair == bin:* ]]; then
+        ((own_bin == 0)) || fail "variant '$v' names more than one bench-step"
+        [[ -x ${pair#bin:} ]] || fail "variant '$v': no bench-step at ${pair#bin:}"
+        own_bin=1
+        continue
+      fi
+      [[ $pair =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]] ||
+        fail "variant '$v': '$pair' is not VAR=VALUE or bin:PATH"
     done
   fi
+  ((own_bin)) || needs_default_bin=1
 done
+((needs_default_bin == 0)) || [[ -x $BIN ]] || fail "no bench-step at $BIN (build it, or give --bin)"
 for config in $CONFIGS; do
   [[ $config =~ ^[a-z]+/(pre|post)(/[1-9][0-9]*)?$ ]] || fail "config '$config' is not MODEL/NORM[/BATCH]"
 done
@@ -64,10 +76,13 @@ run_one() {  # variant config round
   local args=(--device "$DEVICE" --precision "$PRECISION" --model "$model" --norm "$norm"
               --steps "$STEPS" --warmup "$WARMUP")
   [[ -n $batch ]] && args+=(--batch "$batch")
-  local env=()
-  if [[ -n $settings ]]; then IFS=, read -ra env <<<"$settings"; fi
+  local env=() pairs=() bin=$BIN
+  if [[ -n $settings ]]; then IFS=, read -ra pairs <<<"$settings"; fi
+  for pair in "${pairs[@]}"; do
+    if [[ $pair == bin:* ]]; then bin=${pair#bin:}; else env+=("$pair"); fi
+  done
   local output
-  output=$(env "${env[@]}" "$BIN" "${args[@]}" 2>&1) || {
+  output=$(env "${env[@]}" "$bin" "${args[@]}" 2>&1) || {
     echo "ab-step: bench-step failed for $label on $config:" >&2
     echo "$output" | tail -5 >&2
     exit 1
