@@ -94,7 +94,7 @@ __device__ __forceinline__ void write_and_add(const Grad& grad, int64_t element,
                                               float (&acc)[VEC]) {
   Pack<T, VEC> out;
   grad(element, dy, y, out);
-  *reinterpret_cast<Pack<T, VEC>*>(dx + element) = out;
+  store_pack(dx + element, out);
 #pragma unroll
   for (int i = 0; i < VEC; ++i) acc[i] += to_float(out.v[i]);
 }

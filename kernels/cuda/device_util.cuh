@@ -108,6 +108,24 @@ struct alignas(sizeof(T) * N) Pack {
 template <typename T>
 constexpr int kPackWidth = static_cast<int>(16 / sizeof(T));
 
+// Stores a 16-byte pack with one 128-bit instruction. A pack whose elements were computed one by
+// one may otherwise be stored in 4- or 2-byte pieces (nvcc split the bias-gradient tails' dx
+// stores into 4 x STG.E each, session 12), each request then filling a quarter of its sectors
+// and L2 merging the partial writes (a uint4 copy of the pack was split the same way); the PTX
+// vector store keeps one STG.128. `at` must be a 16-byte aligned global address.
+template <typename T, int N>
+__device__ __forceinline__ void store_pack(T* at, const Pack<T, N>& pack) {
+  if constexpr (sizeof(Pack<T, N>) == 16) {
+    uint32_t w[4];
+    memcpy(w, &pack, sizeof(w));
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(__cvta_generic_to_global(at)),
+                 "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                 : "memory");
+  } else {
+    *reinterpret_cast<Pack<T, N>*>(at) = pack;
+  }
+}
+
 // Element i of a pack in f32, the value to_float gives. For bf16 (f32's upper half) the element's
 // 32-bit word shifted or masked into place, not cvt.f32.bf16: with the conversion instruction
 // ptxas spilled the bf16 LayerNorm backward row kernels at their register bounds (the f16 ones,
