@@ -46,24 +46,16 @@ struct DropoutGrad {
                              Pack<T, VEC>& dx) const {
     static_assert(VEC == 1 || VEC == 4 || VEC == 8,
                   "a pack holds one Philox block, half of one, or one element");
-    float scales[VEC];
-    if (keep_bytes != nullptr) {
-      // Bit e % 8 of byte e / 8; a pack of VEC elements from a multiple of VEC (or one element)
-      // lies within one byte.
-      const uint32_t bits = static_cast<uint32_t>(keep_bytes[element / 8]) >> (element % 8);
+    // The pack's keep bits, bit i for element element + i: from the saved mask (bit e % 8 of byte
+    // e / 8; a pack of VEC elements from a multiple of VEC, or one element, lies within one byte)
+    // or drawn (cols % VEC == 0, so the pack starts at a multiple of VEC: one Philox block, half
+    // of one, or one element's).
+    const uint32_t bits = keep_bytes != nullptr
+                              ? static_cast<uint32_t>(keep_bytes[element / 8]) >> (element % 8)
+                              : dropout_keep_bits<VEC>(key, element, p);
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) scales[i] = dropout_bit_scale(bits, i, keep_scale);
-    } else if constexpr (VEC == 1) {
-      scales[0] = dropout_keep_bits<1>(key, element, p) != 0u ? keep_scale : 0.0f;
-    } else if constexpr (VEC == 4) {
-      // cols % 4 == 0 and the pack starts at a multiple of 4: half a block.
-      dropout_scales4(key, element / 4, p, keep_scale, scales);
-    } else {
-      // cols % 8 == 0 and the pack starts at a multiple of 8: one whole block.
-      dropout_scales(key, element / 8, p, keep_scale, scales);
-    }
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) dx.v[i] = from_float<T>(to_float(dy.v[i]) * scales[i]);
+    for (int i = 0; i < VEC; ++i)
+      dx.v[i] = from_float<T>(to_float(dy.v[i]) * dropout_bit_scale(bits, i, keep_scale));
   }
 };
 

@@ -33,19 +33,6 @@ __device__ __forceinline__ void dropout_scales(const RngKey& key, int64_t block,
     scales[j] = dropout_half_uniform(draw.v[j / 2], j % 2) >= p ? keep_scale : 0.0f;
 }
 
-// The factors of the four elements from 4 * quad (half a block: one Philox call for four, where a
-// pack holds only four elements).
-__device__ __forceinline__ void dropout_scales4(const RngKey& key, int64_t quad, float p,
-                                                float keep_scale, float scales[4]) {
-  const Philox4 draw = dropout_block(key, static_cast<uint64_t>(quad / 2));
-  const bool high = quad % 2 != 0;
-  const uint32_t w0 = high ? draw.v[2] : draw.v[0], w1 = high ? draw.v[3] : draw.v[1];
-  scales[0] = dropout_half_uniform(w0, 0) >= p ? keep_scale : 0.0f;
-  scales[1] = dropout_half_uniform(w0, 1) >= p ? keep_scale : 0.0f;
-  scales[2] = dropout_half_uniform(w1, 0) >= p ? keep_scale : 0.0f;
-  scales[3] = dropout_half_uniform(w1, 1) >= p ? keep_scale : 0.0f;
-}
-
 // Which of VEC consecutive flat elements from `first` dropout keeps: bit i of the result for
 // element first + i, the test of dropout_scales. VEC == 1: any element; VEC == 4: first % 4 == 0
 // (half a block); VEC a multiple of 8: first % 8 == 0, VEC / 8 whole blocks. A kernel holding a
