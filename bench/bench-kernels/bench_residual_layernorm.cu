@@ -62,80 +62,96 @@ void bench_forward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d
          "GB/s");
 }
 
-// The sublayer's backward tail: d_x = LN'(d_out), d_f = dropout'(d_x) and f's output bias
-// gradient from d_f.
-void bench_backward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d) {
-  DeviceTensor dy({rows, d}, DType::bf16), x({rows, d}, DType::bf16), dx({rows, d}, DType::bf16),
-      d_branch({rows, d}, DType::bf16), gamma({d}, DType::bf16), mean({rows}, DType::f32),
-      rstd({rows}, DType::f32), d_gamma({d}, DType::f32), d_beta({d}, DType::f32),
-      d_branch_bias({d}, DType::f32);
-  fill_uniform(dy.view, -1, 1, 65);
-  fill_uniform(x.view, -2, 2, 66);
-  fill_uniform(gamma.view, 0.5f, 1.5f, 67);
-  fill_uniform(mean.view, -0.1f, 0.1f, 68);
-  fill_uniform(rstd.view, 0.5f, 1.5f, 69);
-  const RngKey key{5, 6, 8};
-  const std::string shape = std::to_string(rows) + "x" + std::to_string(d);
-  const double bytes = 4.0 * static_cast<double>(rows * d) * 2;
+// The tensors of a LayerNorm backward tail over [rows, d] bf16: dy, x and the statistics filled
+// from consecutive seeds from `seed` (dx too, between x and gamma, where `fill_dx`).
+struct BackwardTensors {
+  DeviceTensor dy, x, dx, d_branch, gamma, mean, rstd, d_gamma, d_beta, d_branch_bias;
+  BackwardTensors(int64_t rows, int64_t d, uint32_t seed, bool fill_dx)
+      : dy({rows, d}, DType::bf16),
+        x({rows, d}, DType::bf16),
+        dx({rows, d}, DType::bf16),
+        d_branch({rows, d}, DType::bf16),
+        gamma({d}, DType::bf16),
+        mean({rows}, DType::f32),
+        rstd({rows}, DType::f32),
+        d_gamma({d}, DType::f32),
+        d_beta({d}, DType::f32),
+        d_branch_bias({d}, DType::f32) {
+    fill_uniform(dy.view, -1, 1, seed++);
+    fill_uniform(x.view, -2, 2, seed++);
+    if (fill_dx) fill_uniform(dx.view, -1, 1, seed++);
+    fill_uniform(gamma.view, 0.5f, 1.5f, seed++);
+    fill_uniform(mean.view, -0.1f, 0.1f, seed++);
+    fill_uniform(rstd.view, 0.5f, 1.5f, seed++);
+  }
+};
+
+// The post-norm dropout tail fused into the LayerNorm backward, drawing its mask and reading the
+// forward's saved one (one bit an element more to read, no Philox draws); GB/s of `bytes`.
+void bench_dropout_bias_tail(KernelTimer& timer, ReportRow report, BackwardTensors& t,
+                             const RngKey& key, int64_t rows, int64_t d, const std::string& shape,
+                             double bytes) {
   double ms = timer.median_ms([&] {
-    cuda::layernorm_backward(dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view,
-                             d_gamma.view, d_beta.view);
-    cuda::dropout_backward_bias(dx.view, d_branch.view, kDropout, key, d_branch_bias.view);
-  });
-  report("layernorm_backward + dropout_backward_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
-  ms = timer.median_ms([&] {
-    cuda::layernorm_backward_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
-                                          dx.view, d_gamma.view, d_beta.view, d_branch.view,
-                                          kDropout, key, d_branch_bias.view);
+    cuda::layernorm_backward_dropout_bias(t.dy.view, t.x.view, t.gamma.view, t.mean.view,
+                                          t.rstd.view, t.dx.view, t.d_gamma.view, t.d_beta.view,
+                                          t.d_branch.view, kDropout, key, t.d_branch_bias.view);
   });
   report("layernorm_backward_dropout_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
   DeviceTensor keep_bits({dropout_keep_bits_words(rows, d)}, DType::i32);
   store_mask(keep_bits.view, rows, d, key);
   ms = timer.median_ms([&] {
-    cuda::layernorm_backward_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
-                                          dx.view, d_gamma.view, d_beta.view, d_branch.view,
-                                          kDropout, key, d_branch_bias.view, keep_bits.view);
+    cuda::layernorm_backward_dropout_bias(
+        t.dy.view, t.x.view, t.gamma.view, t.mean.view, t.rstd.view, t.dx.view, t.d_gamma.view,
+        t.d_beta.view, t.d_branch.view, kDropout, key, t.d_branch_bias.view, keep_bits.view);
   });
   report("layernorm_backward_dropout_bias bf16, keep bits", shape, ms, gb_per_s(bytes, ms), "GB/s");
+}
+
+// The sublayer's backward tail: d_x = LN'(d_out), d_f = dropout'(d_x) and f's output bias
+// gradient from d_f.
+void bench_backward(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d) {
+  BackwardTensors t(rows, d, 65, /*fill_dx=*/false);
+  const RngKey key{5, 6, 8};
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(d);
+  const double bytes = 4.0 * static_cast<double>(rows * d) * 2;
+  const double ms = timer.median_ms([&] {
+    cuda::layernorm_backward(t.dy.view, t.x.view, t.gamma.view, t.mean.view, t.rstd.view, t.dx.view,
+                             t.d_gamma.view, t.d_beta.view);
+    cuda::dropout_backward_bias(t.dx.view, t.d_branch.view, kDropout, key, t.d_branch_bias.view);
+  });
+  report("layernorm_backward + dropout_backward_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
+  bench_dropout_bias_tail(timer, report, t, key, rows, d, shape, bytes);
 }
 
 // The pre-norm sublayer's backward boundary: d_x = d_x + LN'(d_normed) in place over the residual
 // gradient, d_f = dropout'(d_x) and f's output bias gradient from d_f. The residual's values grow
 // by the input gradient each run, which leaves the timing alone.
 void bench_backward_add(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d) {
-  DeviceTensor dy({rows, d}, DType::bf16), x({rows, d}, DType::bf16), dx({rows, d}, DType::bf16),
-      d_branch({rows, d}, DType::bf16), gamma({d}, DType::bf16), mean({rows}, DType::f32),
-      rstd({rows}, DType::f32), d_gamma({d}, DType::f32), d_beta({d}, DType::f32),
-      d_branch_bias({d}, DType::f32);
-  fill_uniform(dy.view, -1, 1, 76);
-  fill_uniform(x.view, -2, 2, 77);
-  fill_uniform(dx.view, -1, 1, 78);
-  fill_uniform(gamma.view, 0.5f, 1.5f, 79);
-  fill_uniform(mean.view, -0.1f, 0.1f, 80);
-  fill_uniform(rstd.view, 0.5f, 1.5f, 81);
+  BackwardTensors t(rows, d, 76, /*fill_dx=*/true);
   const RngKey key{5, 6, 10};
   const std::string shape = std::to_string(rows) + "x" + std::to_string(d);
   // The fused op's traffic: read dy, x and the residual, write dx and d_branch.
   const double bytes = 5.0 * static_cast<double>(rows * d) * 2;
   double ms = timer.median_ms([&] {
-    cuda::layernorm_backward_add(dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view,
-                                 dx.view, d_gamma.view, d_beta.view);
-    cuda::dropout_backward_bias(dx.view, d_branch.view, kDropout, key, d_branch_bias.view);
+    cuda::layernorm_backward_add(t.dy.view, t.x.view, t.gamma.view, t.mean.view, t.rstd.view,
+                                 t.dx.view, t.dx.view, t.d_gamma.view, t.d_beta.view);
+    cuda::dropout_backward_bias(t.dx.view, t.d_branch.view, kDropout, key, t.d_branch_bias.view);
   });
   report("layernorm_backward_add + dropout_backward_bias bf16", shape, ms, gb_per_s(bytes, ms),
          "GB/s");
   ms = timer.median_ms([&] {
-    cuda::layernorm_backward_add_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
-                                              dx.view, dx.view, d_gamma.view, d_beta.view,
-                                              d_branch.view, kDropout, key, d_branch_bias.view);
+    cuda::layernorm_backward_add_dropout_bias(
+        t.dy.view, t.x.view, t.gamma.view, t.mean.view, t.rstd.view, t.dx.view, t.dx.view,
+        t.d_gamma.view, t.d_beta.view, t.d_branch.view, kDropout, key, t.d_branch_bias.view);
   });
   report("layernorm_backward_add_dropout_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
   DeviceTensor keep_bits({dropout_keep_bits_words(rows, d)}, DType::i32);
   store_mask(keep_bits.view, rows, d, key);
   ms = timer.median_ms([&] {
-    cuda::layernorm_backward_add_dropout_bias(
-        dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view, dx.view, d_gamma.view,
-        d_beta.view, d_branch.view, kDropout, key, d_branch_bias.view, keep_bits.view);
+    cuda::layernorm_backward_add_dropout_bias(t.dy.view, t.x.view, t.gamma.view, t.mean.view,
+                                              t.rstd.view, t.dx.view, t.dx.view, t.d_gamma.view,
+                                              t.d_beta.view, t.d_branch.view, kDropout, key,
+                                              t.d_branch_bias.view, keep_bits.view);
   });
   report("layernorm_backward_add_dropout_bias bf16, keep bits", shape, ms, gb_per_s(bytes, ms),
          "GB/s");
@@ -145,47 +161,23 @@ void bench_backward_add(KernelTimer& timer, ReportRow report, int64_t rows, int6
 // plain backward (read dy and x, write dx), the pre-norm residual tail (also read the residual, dx
 // in place over it) and the post-norm dropout tail (also write d_branch). GB/s of those bytes.
 void bench_backward_tails(KernelTimer& timer, ReportRow report, int64_t rows, int64_t d) {
-  DeviceTensor dy({rows, d}, DType::bf16), x({rows, d}, DType::bf16), dx({rows, d}, DType::bf16),
-      d_branch({rows, d}, DType::bf16), gamma({d}, DType::bf16), mean({rows}, DType::f32),
-      rstd({rows}, DType::f32), d_gamma({d}, DType::f32), d_beta({d}, DType::f32),
-      d_branch_bias({d}, DType::f32);
-  fill_uniform(dy.view, -1, 1, 70);
-  fill_uniform(x.view, -2, 2, 71);
-  fill_uniform(dx.view, -1, 1, 72);
-  fill_uniform(gamma.view, 0.5f, 1.5f, 73);
-  fill_uniform(mean.view, -0.1f, 0.1f, 74);
-  fill_uniform(rstd.view, 0.5f, 1.5f, 75);
+  BackwardTensors t(rows, d, 70, /*fill_dx=*/true);
   const RngKey key{5, 6, 9};
   const std::string shape = std::to_string(rows) + "x" + std::to_string(d);
   const double pass = static_cast<double>(rows * d) * 2;  // one [rows, d] bf16 tensor
   double ms = timer.median_ms([&] {
-    cuda::layernorm_backward(dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view,
-                             d_gamma.view, d_beta.view);
+    cuda::layernorm_backward(t.dy.view, t.x.view, t.gamma.view, t.mean.view, t.rstd.view, t.dx.view,
+                             t.d_gamma.view, t.d_beta.view);
   });
   report("layernorm_backward bf16", shape, ms, gb_per_s(3 * pass, ms), "GB/s");
   // dx is the residual (in place, as Sublayer::backward's pre-norm branch runs it); its values
   // grow by the input gradient each run, which leaves the timing alone.
   ms = timer.median_ms([&] {
-    cuda::layernorm_backward_add(dy.view, x.view, gamma.view, mean.view, rstd.view, dx.view,
-                                 dx.view, d_gamma.view, d_beta.view);
+    cuda::layernorm_backward_add(t.dy.view, t.x.view, t.gamma.view, t.mean.view, t.rstd.view,
+                                 t.dx.view, t.dx.view, t.d_gamma.view, t.d_beta.view);
   });
   report("layernorm_backward_add bf16", shape, ms, gb_per_s(4 * pass, ms), "GB/s");
-  ms = timer.median_ms([&] {
-    cuda::layernorm_backward_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
-                                          dx.view, d_gamma.view, d_beta.view, d_branch.view,
-                                          kDropout, key, d_branch_bias.view);
-  });
-  report("layernorm_backward_dropout_bias bf16", shape, ms, gb_per_s(4 * pass, ms), "GB/s");
-  // The same with the forward's saved mask (one bit an element more to read, no Philox draws).
-  DeviceTensor keep_bits({dropout_keep_bits_words(rows, d)}, DType::i32);
-  store_mask(keep_bits.view, rows, d, key);
-  ms = timer.median_ms([&] {
-    cuda::layernorm_backward_dropout_bias(dy.view, x.view, gamma.view, mean.view, rstd.view,
-                                          dx.view, d_gamma.view, d_beta.view, d_branch.view,
-                                          kDropout, key, d_branch_bias.view, keep_bits.view);
-  });
-  report("layernorm_backward_dropout_bias bf16, keep bits", shape, ms, gb_per_s(4 * pass, ms),
-         "GB/s");
+  bench_dropout_bias_tail(timer, report, t, key, rows, d, shape, 4 * pass);
 }
 
 }  // namespace
