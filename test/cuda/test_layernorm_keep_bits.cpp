@@ -251,14 +251,20 @@ void check_dropout_backward_bias_reads(DType dtype, int64_t rows, int64_t d, flo
   }
 }
 
+// Runs check(dtype, rows, d, p) over the 16-bit dtypes, widths, row counts and dropouts.
+template <typename Check>
+void for_each_half_case(Check check) {
+  for (DType dtype : kHalfDtypes)
+    for (int64_t d : kWidths)
+      for (int64_t rows : kRowCounts)
+        for (float p : kDropouts) check(dtype, rows, d, p);
+}
+
 }  // namespace
 
 TEST_CASE("cuda dropout_residual_layernorm_forward stores the keep mask as bits",
           "[cuda][layernorm][dropout][keep_bits]") {
-  for (DType dtype : kHalfDtypes)
-    for (int64_t d : kWidths)
-      for (int64_t rows : kRowCounts)
-        for (float p : kDropouts) check_forward_stores(dtype, rows, d, p);
+  for_each_half_case(check_forward_stores);
 }
 
 TEST_CASE("cuda dropout_residual_layernorm_forward declines to store the mask off the 16-bit packs",
@@ -277,10 +283,7 @@ TEST_CASE("cuda dropout_residual_layernorm_forward declines to store the mask of
 
 TEST_CASE("cuda LayerNorm backward tails give the same bits with the forward's mask bits",
           "[cuda][layernorm][dropout][keep_bits]") {
-  for (DType dtype : kHalfDtypes)
-    for (int64_t d : kWidths)
-      for (int64_t rows : kRowCounts)
-        for (float p : kDropouts) check_backward_reads(dtype, rows, d, p);
+  for_each_half_case(check_backward_reads);
 }
 
 TEST_CASE("cuda dropout_backward_bias gives the same bits with the mask bits",
