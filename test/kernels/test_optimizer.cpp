@@ -1,4 +1,5 @@
 // Gradient norm, clipping factor, Adam (hand-computed steps, weight decay) and LazyAdam.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -148,4 +149,100 @@ TEST_CASE("adam on the CPU writes a bf16 working copy of the updated parameters"
   nmt::AdamHyper h;
   nmt::adam_update(p, g, tm, tv, h, 1.0f, &w);
   for (int64_t i = 0; i < n; ++i) CHECK(working[i] == nmt::float_to_bf16(param[i]));
+}
+
+// ---- gated updates (the staged step) ----
+
+TEST_CASE("the gated updates give adam_update's and lazy_adam_update's bits from the gate's words",
+          "[optimizer]") {
+  const int64_t rows = 6, cols = 9;
+  const size_t n = static_cast<size_t>(rows * cols);
+  std::vector<float> grad = random_uniform(n, 12);
+  for (int64_t c = 0; c < cols; ++c) grad[static_cast<size_t>(2 * cols + c)] = 0.0f;  // lazy row
+  const std::vector<float> param0 = random_uniform(n, 13), m0 = random_uniform(n, 14);
+  const std::vector<float> v0 = random_uniform(n, 15, 0.0f, 1.0f);
+  AdamHyper h;
+  h.lr = 0.003f;
+  h.beta2 = 0.98f;
+  h.step = 11;
+  h.weight_decay = 0.05f;
+  const float scale = 1.0f / 333.0f;
+  const std::array<float, kAdamGateWords> step_words = adam_gate_words(h, scale);
+  std::vector<float> words(step_words.begin(), step_words.end());
+  CHECK(words[kAdamGateSkip] == 0.0f);
+  CHECK(words[2] == scale);
+  Tensor gate = view(words, {kAdamGateWords});
+  AdamHyper betas = h;  // what the gated ops read of h: the betas and eps
+  betas.lr = 99.0f;
+  betas.step = 1;
+  betas.weight_decay = 0.0f;
+  for (bool lazy : {false, true}) {
+    INFO("lazy " << lazy);
+    std::vector<float> ref_p = param0, ref_m = m0, ref_v = v0;
+    std::vector<float> gated_p = param0, gated_m = m0, gated_v = v0;
+    Tensor rp = view(ref_p, {rows, cols}), rm = view(ref_m, {rows, cols}),
+           rv = view(ref_v, {rows, cols});
+    Tensor gp = view(gated_p, {rows, cols}), gm = view(gated_m, {rows, cols}),
+           gv = view(gated_v, {rows, cols});
+    const Tensor g = view(grad, {rows, cols});
+    if (lazy) {
+      lazy_adam_update(rp, g, rm, rv, h, scale);
+      lazy_adam_update_gated(gp, g, gm, gv, betas, gate);
+    } else {
+      adam_update(rp, g, rm, rv, h, scale);
+      adam_update_gated(gp, g, gm, gv, betas, gate);
+    }
+    CHECK(gated_p == ref_p);
+    CHECK(gated_m == ref_m);
+    CHECK(gated_v == ref_v);
+    CHECK(gated_p != param0);
+  }
+  // A set skip word leaves everything as it is.
+  words[kAdamGateSkip] = 1.0f;
+  std::vector<float> p = param0, m = m0, v = v0;
+  Tensor pv = view(p, {rows, cols}), mv = view(m, {rows, cols}), vv = view(v, {rows, cols});
+  adam_update_gated(pv, view(grad, {rows, cols}), mv, vv, betas, gate);
+  lazy_adam_update_gated(pv, view(grad, {rows, cols}), mv, vv, betas, gate);
+  CHECK(p == param0);
+  CHECK(m == m0);
+  CHECK(v == v0);
+}
+
+TEST_CASE("check_gradient_stage writes the partial sums of squares and flags a non-finite one",
+          "[optimizer]") {
+  for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{70001}}) {
+    INFO("n " << n);
+    std::vector<float> grad = random_uniform(static_cast<size_t>(n), 16);
+    const int64_t parts = gradient_check_parts(n, Device::cpu);
+    CHECK(parts == (n + 32767) / 32768);
+    std::vector<float> partials(static_cast<size_t>(parts), -1.0f);
+    std::vector<float> words(kAdamGateWords, 0.0f);
+    Tensor sums = view(partials, {parts}), gate = view(words, {kAdamGateWords});
+    check_gradient_stage(view(grad, {n}), sums, gate);
+    double total = 0;
+    for (float s : partials) total += s;
+    CHECK(total == Approx(sum_of_squares(view(grad, {n}))).epsilon(1e-6));
+    CHECK(words[kAdamGateSkip] == 0.0f);
+    grad[static_cast<size_t>(n - 1)] = INFINITY;
+    check_gradient_stage(view(grad, {n}), sums, gate);
+    CHECK(words[kAdamGateSkip] == 1.0f);
+    grad[static_cast<size_t>(n - 1)] = 0.5f;  // the flag stays set for the rest of the step
+    check_gradient_stage(view(grad, {n}), sums, gate);
+    CHECK(words[kAdamGateSkip] == 1.0f);
+  }
+}
+
+TEST_CASE("the gated ops reject a gate of the wrong size and partials of the wrong count",
+          "[optimizer][errors]") {
+  std::vector<float> param(6), m(6), v(6), grad(6), short_gate(3), partials(2);
+  Tensor p_view = view(param, {6}), m_view = view(m, {6}), v_view = view(v, {6});
+  Tensor gate = view(short_gate, {3}), sums = view(partials, {2});
+  CHECK(invalid_argument_message([&] {
+          adam_update_gated(p_view, view(grad, {6}), m_view, v_view, AdamHyper{}, gate);
+        }).find("adam_update_gated: gate") != std::string::npos);
+  std::vector<float> words(kAdamGateWords);
+  Tensor good_gate = view(words, {kAdamGateWords});
+  CHECK(invalid_argument_message([&] {
+          check_gradient_stage(view(grad, {6}), sums, good_gate);
+        }).find("check_gradient_stage: partials") != std::string::npos);
 }
