@@ -4,7 +4,7 @@
 // (sentence, head) items, loading the next item's tiles (swizzled, cp.async) into the second
 // shared-memory stage while it computes the current one. A whole item is one 64x64 tile, so the
 // forward needs no online rescaling and the backward block owns complete dQ rows (dSᵀ goes
-// through shared memory, delta comes from the staged out tile). Deterministic: no atomics.
+// through shared memory, delta is summed from the P and dP registers). Deterministic: no atomics.
 // With dropout and p.keep_bits, the forward also stores its keep mask as bits (64 a query row) and
 // the backward loads them with the item's tiles instead of drawing the Philox numbers again.
 // Given bias gradients, the backward also sums the columns of the dQ, dK, dV tiles it has staged
@@ -27,6 +27,26 @@ __device__ __forceinline__ void a_fragment(uint32_t (&a)[4], const float (&acc)[
   a[1] = pack2<T>(acc[2 * kk][2], acc[2 * kk][3]);
   a[2] = pack2<T>(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
   a[3] = pack2<T>(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
+}
+
+// Sums v (index 2nt + c: query 8nt + 2t4 + c of the accumulator layout) over the 8 lanes of the
+// warp with the same t4 (lane bits 2-4), a reduce-scatter: each step hands the partner lane the
+// half of v that it keeps and adds the half it receives, so lane 4g + t4 ends with the sums of
+// indices 2g and 2g + 1 (queries 8g + 2t4, + 1) in v[0], v[1]. 14 shuffles; a fixed order.
+template <int kHalf>
+__device__ __forceinline__ void reduce_scatter_step(float (&v)[16], int lane) {
+  const bool upper = (lane & (2 * kHalf)) != 0;
+#pragma unroll
+  for (int i = 0; i < kHalf; ++i) {
+    const float send = upper ? v[i] : v[i + kHalf];
+    const float keep = upper ? v[i + kHalf] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 2 * kHalf);
+  }
+}
+__device__ __forceinline__ void reduce_scatter_rows(float (&v)[16], int lane) {
+  reduce_scatter_step<8>(v, lane);  // lane bit 4
+  reduce_scatter_step<4>(v, lane);  // lane bit 3
+  reduce_scatter_step<2>(v, lane);  // lane bit 2
 }
 
 // Thread t of the block packs half t % 2 of keep-mask row t / 2 (32 bytes of 0 / 1) into one word,
@@ -178,20 +198,27 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
 }
 
 // Backward, head_dim 64: per item Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (rows: the warp's 16 keys), Pᵀ from
-// the saved lse, dSᵀ = Pᵀ (dPᵀ Z - delta), dV = (Pᵀ Z) dO and dK = dSᵀ Q from registers, then
-// dQ = dS K with dSᵀ staged in shared memory.
+// the saved lse, delta, dSᵀ = Pᵀ (dPᵀ Z - delta), dV = (Pᵀ Z) dO and dK = dSᵀ Q from registers,
+// then dQ = dS K with dSᵀ staged in shared memory.
+// delta (per query) = rowsum(dO ∘ O) = Σ_keys P Z dP, since O = (P Z) V and dP = dO Vᵀ: it is
+// summed from the Pᵀ and dPᵀ Z registers (over the warp's keys with shuffles, then over the warps
+// through s_red in warp order) rather than from a staged out tile (8 KiB a stage). Masked keys have
+// P = 0, dropped ones Z = 0, and padded queries dP = 0 (their dO rows are zero-filled), so none
+// adds to it. Shared memory (74,496 bytes with the alignment slack: 3 blocks an SM on H100, with at
+// most 168 registers): two stages of K, V, Q, dO tiles; within an item dSᵀ goes into V's slot (free
+// once dPᵀ is done), dV into Q's (once dK is), dQ into dO's and dK into K's; then lse [2][64],
+// s_red [64][4] f32, the keep mask, the keep words and the bias sums' halves.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Params p) {
-  constexpr int D = 64;
+__global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const Params p) {
+  constexpr int D = 64, kWarps = kThreads / 32;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = wgmma::align_to_swizzle(smem_raw);
-  auto tile = [&](int stage, int operand) {  // [stage][k, v, q, d_out, out]
-    return reinterpret_cast<T*>(smem + (5 * stage + operand) * kOperandBytes<D>);
+  auto tile = [&](int stage, int operand) {  // [stage][k, v, q, d_out]
+    return reinterpret_cast<T*>(smem + (4 * stage + operand) * kOperandBytes<D>);
   };
-  T* s_ds = reinterpret_cast<T*>(smem + 10 * kOperandBytes<D>);           // [key][query] block
-  float* s_lse = reinterpret_cast<float*>(smem + 11 * kOperandBytes<D>);  // [2][kTile]
-  float* s_delta = s_lse + 2 * kTile;                                     // [kTile]
-  uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_delta + kTile);          // [query][key]
+  float* s_lse = reinterpret_cast<float*>(smem + 8 * kOperandBytes<D>);  // [2][kTile]
+  float* s_red = s_lse + 2 * kTile;  // [kTile][kWarps], 16-byte aligned rows
+  uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_red + kTile * kWarps);          // [query][key]
   uint32_t* s_bits = reinterpret_cast<uint32_t*>(s_keep + kTile * kMaskStride);  // [2][kTile][2]
   float* s_halves = reinterpret_cast<float*>(s_bits + 2 * kTile * 2);  // [kBiasOperands][64]
   const bool saved_bits = p.dropout_p > 0.0f && p.keep_bits != nullptr;
@@ -209,7 +236,6 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     load(1, p.v, kv_row0, p.v_stride, length);
     load(2, p.q, q_row0, p.q_stride, p.q_len);
     load(3, p.d_out, q_row0, p.d_out_stride, p.q_len);
-    load(4, p.out, q_row0, p.out_stride, p.q_len);
     if (threadIdx.x < kTile) {  // the raw lse; rows past q_len read 0 (their Q, dO rows are 0)
       const bool valid = static_cast<int>(threadIdx.x) < p.q_len;
       cp_async4(s_lse + stage * kTile + threadIdx.x,
@@ -236,10 +262,8 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     T* s_v = tile(stage, 1);
     T* s_q = tile(stage, 2);
     T* s_do = tile(stage, 3);
-    const T* s_o = tile(stage, 4);
     const float* tile_lse = s_lse + stage * kTile;
     __syncthreads();
-    // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ run on the tensor cores while the threads compute delta.
     float pt[8][4], dpt[8][4];
     wgmma::fence();
 #pragma unroll
@@ -251,35 +275,33 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
       wgmma::mma_ss<T>(dpt, wgmma::desc_k_major_tile(s_v, step),
                        wgmma::desc_k_major_tile(s_do, step), step > 0);
     wgmma::commit();
-    {  // delta = rowsum(out * d_out): two threads a query row, 32 columns (4 chunks) each
-      const int row = threadIdx.x / 2, half = threadIdx.x % 2;
-      float sum = 0.0f;
+    // While Sᵀ = K Qᵀ and dPᵀ = V dOᵀ run on the tensor cores: the keep flags of this thread's 32
+    // elements, bit 4nt + e for [nt][e] (both operands of those products are in shared memory, so
+    // other work may run before the wait).
+    const int key0 = warp * 16 + g;
+    uint32_t kept = 0;
+    if (dropout) {
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int offset = wgmma::swizzled_offset(row, half * 32 + c * 8);
-        const uint4 o8 = *reinterpret_cast<const uint4*>(s_o + offset);
-        const uint4 d8 = *reinterpret_cast<const uint4*>(s_do + offset);
-        const uint32_t ow[4] = {o8.x, o8.y, o8.z, o8.w}, dw[4] = {d8.x, d8.y, d8.z, d8.w};
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          const float2 o2 = to_float2(*reinterpret_cast<const typename Vec2<T>::type*>(&ow[w]));
-          const float2 d2 = to_float2(*reinterpret_cast<const typename Vec2<T>::type*>(&dw[w]));
-          sum += o2.x * d2.x + o2.y * d2.y;
+        for (int e = 0; e < 4; ++e) {
+          const int query = nt * 8 + 2 * t4 + (e & 1), key = key0 + (e / 2) * 8;
+          kept |= static_cast<uint32_t>(s_keep[query * kMaskStride + key] != 0) << (4 * nt + e);
         }
-      }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      if (half == 0) s_delta[row] = sum;
     }
-    __syncthreads();  // s_delta complete
+    auto keep_factor = [&](int nt, int e) {
+      return dropout ? ((kept >> (4 * nt + e)) & 1u ? p.keep_scale : 0.0f) : 1.0f;
+    };
     wgmma::wait<0>();
     wgmma::hold(pt);
     wgmma::hold(dpt);
 
-    // Pᵀ (masked keys past the length or after the query: 0), then dSᵀ in dpt, Pᵀ Z in pt.
-    const int key0 = warp * 16 + g;
+    // Pᵀ in pt (masked keys past the length or after the query: 0), dPᵀ Z in dpt, and this
+    // thread's share of delta: Σ Pᵀ dPᵀ Z over its two keys, per query (index 2nt + c).
     const bool masked = length < kTile || p.causal;
+    float delta_part[16];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int query = nt * 8 + 2 * t4 + (e & 1), key = key0 + (e / 2) * 8;
@@ -288,10 +310,32 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
         float prob =
             lse == -INFINITY ? 0.0f : fast_exp2(fmaf(pt[nt][e], p.scale_log2, -lse * kLog2e));
         if (masked && (key >= length || (p.causal && key > query))) prob = 0.0f;
-        const float keep =
-            dropout ? (s_keep[query * kMaskStride + key] ? p.keep_scale : 0.0f) : 1.0f;
-        dpt[nt][e] = prob * (dpt[nt][e] * keep - s_delta[query]);
-        pt[nt][e] = prob * keep;
+        pt[nt][e] = prob;
+        dpt[nt][e] *= keep_factor(nt, e);
+      }
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+        delta_part[2 * nt + c] = pt[nt][c] * dpt[nt][c] + pt[nt][c + 2] * dpt[nt][c + 2];
+    }
+    // Over the warp's 16 keys: lane 4g + t4 then holds queries 8g + 2t4, + 1.
+    reduce_scatter_rows(delta_part, lane);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) s_red[(8 * g + 2 * t4 + c) * kWarps + warp] = delta_part[c];
+    __syncthreads();  // s_red complete
+
+    // delta over the 4 warps' keys, in warp order (every thread of a query gets the same bits),
+    // then dSᵀ = Pᵀ (dPᵀ Z - delta) in dpt and Pᵀ Z in pt.
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float4 r = *reinterpret_cast<const float4*>(s_red + (nt * 8 + 2 * t4 + c) * kWarps);
+        const float delta = ((r.x + r.y) + r.z) + r.w;
+#pragma unroll
+        for (int e = c; e < 4; e += 2) {
+          dpt[nt][e] = pt[nt][e] * (dpt[nt][e] - delta);
+          pt[nt][e] *= keep_factor(nt, e);
+        }
       }
 
     // dV = (Pᵀ Z) dO and dK = dSᵀ Q, the A fragments all built before the fence (see the
@@ -314,13 +358,16 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     wgmma::wait<0>();
     wgmma::hold(dv);
     wgmma::hold(dk);
-    // dSᵀ into shared memory ([key][query]) for dQ = dS K. Only now: while a product whose A
-    // operand comes from registers runs, other code must not get the chance to reuse them.
+    // dSᵀ into shared memory ([key][query], V's slot: dPᵀ is done) for dQ = dS K. Only now: while
+    // a product whose A operand comes from registers runs, other code must not get the chance to
+    // reuse them.
+    T* s_ds = s_v;
     wgmma::stage_rows<T, 8>(s_ds, dpt, 1.0f, warp, lane);
     wgmma::fence_async_proxy();
     __syncthreads();  // s_ds complete
 
-    // dQ = dS K on the tensor cores while dV goes out through V's rows (V is no longer read).
+    // dQ = dS K on the tensor cores while dV goes out through Q's rows (every warp's dK product,
+    // the last to read Q, was done before the barrier).
     float dq[8][4];
     wgmma::fence();
 #pragma unroll
@@ -330,9 +377,9 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
     wgmma::commit();
     const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
     const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
-    wgmma::stage_rows<T, 8>(s_v, dv, 1.0f, warp, lane);
+    wgmma::stage_rows<T, 8>(s_q, dv, 1.0f, warp, lane);
     __syncwarp();
-    wgmma::store_rows<T, D>(static_cast<T*>(p.dv) + kv_row0 * p.dv_stride + h * D, p.dv_stride, s_v,
+    wgmma::store_rows<T, D>(static_cast<T*>(p.dv) + kv_row0 * p.dv_stride + h * D, p.dv_stride, s_q,
                             p.kv_len, warp, lane);
     wgmma::wait<0>();
     wgmma::hold(dq);
@@ -348,7 +395,7 @@ __global__ void __launch_bounds__(kThreads) backward_short_wgmma_kernel(const Pa
       // The staged rows are the stored values, so their sums are the stored gradients' sums. The
       // loop's closing barrier keeps the next prefetch off these tiles until the sums are done.
       __syncthreads();  // every warp's dQ and dK rows staged (its dV rows were before the last)
-      store_bias_partials<T>(p, s_do, s_k, s_v, s_halves, item);
+      store_bias_partials<T>(p, s_do, s_k, s_q, s_halves, item);
     }
   });
 }
@@ -426,11 +473,12 @@ bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads
   dispatch(dtype, 64, [&](auto type_tag, auto) {
     using T = typename decltype(type_tag)::type;
     static int slots = 0;
-    // Tiles, s_ds, lse, delta, keep mask, keep words, and the bias sums' halves (always counted,
-    // so one size serves both uses; it keeps the block at 2 per SM).
-    const size_t smem = 1024 + 11 * kOperandBytes<64> + 3 * kTile * sizeof(float) +
-                        kTile * kMaskStride + 2 * 2 * kTile * sizeof(uint32_t) +
-                        kBiasOperands * 64 * sizeof(float);
+    // Tiles (two stages of k, v, q, d_out), lse, the delta partials, keep mask, keep words, and
+    // the bias sums' halves (always counted, so one size serves both uses): 74,496 bytes, within
+    // the 76,800 that let 3 blocks share an H100 SM (228 KiB, 1 KiB reserved a block).
+    const size_t smem = 1024 + 8 * kOperandBytes<64> + 2 * kTile * sizeof(float) +
+                        kTile * (kThreads / 32) * sizeof(float) + kTile * kMaskStride +
+                        2 * 2 * kTile * sizeof(uint32_t) + kBiasOperands * 64 * sizeof(float);
     launch_persistent(backward_short_wgmma_kernel<T>, slots, smem, p, stream);
   });
   if (!sum_biases) return false;
