@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "kernels/elementwise.h"
-#include "kernels/env_switch.h"
 #include "kernels/optimizer.h"
 
 namespace nmt {
@@ -79,14 +78,6 @@ OptimizerStepStats Optimizer::step(int64_t step, double lr, double tokens, doubl
   return stats;
 }
 
-namespace {
-
-// NMT_UPDATE_BESIDE: whether the staged updates run on a stream of their own beside the backward
-// (1) or in the backward's stream after each stage (0), for measurements.
-EnvSwitch update_beside_switch("NMT_UPDATE_BESIDE", /*default_on=*/true);
-
-}  // namespace
-
 void Optimizer::plan_stages(const std::vector<std::vector<const Param*>>& stages) {
   const Device device = params_.master().device;
   stage_ranges_.assign(stages.size(), {});
@@ -116,7 +107,7 @@ void Optimizer::plan_stages(const std::vector<std::vector<const Param*>>& stages
       parts += r.parts;
     }
   }
-  if (device == Device::cuda && !update_stream_ && update_beside_switch.get())
+  if (device == Device::cuda && !update_stream_)
     update_stream_ = std::make_unique<cuda::OwnedStream>();
   staged_arena_ = Arena(device, 2 * 256 + static_cast<size_t>(kAdamGateWords + parts) * 4);
   gate_ = staged_arena_.allocate("optimizer.gate", DType::f32, kAdamGateWords);

@@ -107,16 +107,12 @@ AdamConstants adam_constants(const AdamHyper& h, float grad_scale) {
                        grad_scale};
 }
 
-// Each rounding spelled out (the fused multiply-adds nvcc chose for the kernel with the constants
-// as arguments): with the step's values read from the gate instead, it had left the last one
-// unfused, and the gated update differed from adam_update in the last bit.
 __device__ __forceinline__ void adam_element(float& param, float raw_grad, float& m, float& v,
                                              const AdamConstants& a) {
-  const float grad = __fmul_rn(raw_grad, a.grad_scale);
-  m = __fmaf_rn(a.beta1, m, __fmul_rn(a.one_minus_beta1, grad));
-  v = __fmaf_rn(a.beta2, v, __fmul_rn(__fmul_rn(a.one_minus_beta2, grad), grad));
-  const float step = __fdiv_rn(__fmul_rn(a.lr_t, m), __fadd_rn(__fsqrt_rn(v), a.eps));
-  param = __fmaf_rn(param, a.decay_factor, -step);
+  const float grad = raw_grad * a.grad_scale;
+  m = a.beta1 * m + a.one_minus_beta1 * grad;
+  v = a.beta2 * v + a.one_minus_beta2 * grad * grad;
+  param = param * a.decay_factor - a.lr_t * m / (sqrtf(v) + a.eps);
 }
 
 // With GATED, a's step values come from the gate (kernels/optimizer.h), and a set skip word leaves
