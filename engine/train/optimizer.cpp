@@ -107,8 +107,6 @@ void Optimizer::plan_stages(const std::vector<std::vector<const Param*>>& stages
       parts += r.parts;
     }
   }
-  if (device == Device::cuda && !update_stream_)
-    update_stream_ = std::make_unique<cuda::OwnedStream>();
   staged_arena_ = Arena(device, 2 * 256 + static_cast<size_t>(kAdamGateWords + parts) * 4);
   gate_ = staged_arena_.allocate("optimizer.gate", DType::f32, kAdamGateWords);
   partials_ =
@@ -124,22 +122,6 @@ void Optimizer::begin_staged_step(int64_t step, double lr, double tokens) {
 }
 
 void Optimizer::update_stage(size_t stage) {
-  if (update_stream_) {
-    // Beside the backward: the update stream waits for this stage's gradients. The last stage
-    // (the backward's end) runs on the backward's stream after joining every earlier update.
-    const cudaStream_t backward = cuda::current_stream();
-    if (stage + 1 < stage_ranges_.size()) {
-      update_stream_->wait_for(backward);
-      cuda::StreamScope beside(update_stream_->get());
-      enqueue_stage_update(stage);
-      return;
-    }
-    update_stream_->make_wait(backward);
-  }
-  enqueue_stage_update(stage);
-}
-
-void Optimizer::enqueue_stage_update(size_t stage) {
   const AdamHyper h = hyper(1, 0.0);  // beta1, beta2 and eps; the step's values are the gate's
   Tensor master = params_.master(), grads = params_.grads(), m = m_.flat(), v = v_.flat();
   Tensor working = params_.working_copy();

@@ -2,13 +2,11 @@
 // normalisation by the global target-token count and global-norm clipping.
 #pragma once
 
-#include <memory>
 #include <vector>
 
 #include "engine/config/config.h"
 #include "engine/model/arena.h"
 #include "engine/model/param_store.h"
-#include "kernels/cuda/stream.h"
 #include "kernels/optimizer.h"
 
 namespace nmt {
@@ -34,9 +32,7 @@ class Optimizer {
   // to skip a non-finite step). Without clipping, each backward stage's parameters can be updated
   // as soon as their gradients are final instead, on the same stream, where the update's memory
   // traffic overlaps the backward's products of the stages below (and a CUDA graph of the step
-  // captures it: on the GPU every stage but the last is updated on a stream of its own, forked
-  // from the backward's where the stage's gradients are final and joined into it before the last
-  // stage's update). The updates are step()'s, bit for bit; the step's values (lr, the token count)
+  // captures it). The updates are step()'s, bit for bit; the step's values (lr, the token count)
   // come from device memory written by begin_staged_step. A stage whose gradient holds a
   // non-finite value is left as it is, and so is every stage after it in that step; the stages
   // before it were already updated (step() leaves every parameter as it is then).
@@ -62,8 +58,6 @@ class Optimizer {
     int64_t parts_offset, parts;
   };
   AdamHyper hyper(int64_t step, double lr) const;
-  // Stage `stage`'s gradient check and update, on the current stream.
-  void enqueue_stage_update(size_t stage);
 
   // A run of parameters updated together: dense Adam, or one LazyAdam table.
   struct Segment {
@@ -77,9 +71,6 @@ class Optimizer {
   Buffer m_, v_;
   std::vector<Segment> segments_;
   std::vector<std::vector<StagedRange>> stage_ranges_;  // by stage
-  // On the GPU, the stream the stages' updates run on beside the backward (all but the last
-  // stage's, which runs after the backward joins it); null on the CPU.
-  std::unique_ptr<cuda::OwnedStream> update_stream_;
   Arena staged_arena_;
   Buffer gate_, partials_;  // f32 [kAdamGateWords], f32 [every range's parts]
 };
