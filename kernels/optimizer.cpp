@@ -2,7 +2,6 @@
 // CUDA backend.
 #include "kernels/optimizer.h"
 
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -32,15 +31,6 @@ void check_adam_tensors(const char* op, const Tensor& param, const Tensor& grad,
   detail::require_same_shape(op, "m", m, "param", param);
   detail::require_same_shape(op, "v", v, "param", param);
   check_same_device(op, {&param, &grad, &m, &v});
-}
-
-// The gate's checks: f32 [kAdamGateWords] on the device of the tensors it gates.
-void check_gate(const char* op, const Tensor& gate, const Tensor& param) {
-  detail::require_dtype(op, "gate", gate, DType::f32);
-  if (gate.numel() != kAdamGateWords)
-    throw std::invalid_argument(std::string(op) + ": gate " + gate.shape_string() + " must hold " +
-                                std::to_string(kAdamGateWords) + " words");
-  check_same_device(op, {&param, &gate});
 }
 
 }  // namespace
@@ -81,67 +71,6 @@ void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, c
   cpu::lazy_adam_update(detail::cpu_f32(op, "param", param), detail::cpu_f32(op, "grad", grad),
                         detail::cpu_f32(op, "m", m), detail::cpu_f32(op, "v", v), param.dim(0),
                         param.dim(1), h, grad_scale);
-  if (compute && !compute->empty()) convert_tensor(param, *compute);
-}
-
-std::array<float, kAdamGateWords> adam_gate_words(const AdamHyper& h, float grad_scale) {
-  check_hyper("adam_gate_words", h);
-  const cpu::AdamStep step = cpu::adam_step(h);
-  return {step.lr_t, step.decay_factor, grad_scale, 0.0f};
-}
-
-int64_t gradient_check_parts(int64_t numel, Device device) {
-  return device == Device::cuda ? cuda::gradient_check_parts(numel)
-                                : cpu::sum_of_squares_parts(numel);
-}
-
-void check_gradient_stage(const Tensor& grad, Tensor& partials, Tensor& gate) {
-  constexpr const char* op = "check_gradient_stage";
-  detail::require_dtype(op, "grad", grad, DType::f32);
-  detail::require_dtype(op, "partials", partials, DType::f32);
-  check_gate(op, gate, grad);
-  check_same_device(op, {&grad, &partials, &gate});
-  const int64_t parts = gradient_check_parts(grad.numel(), grad.device);
-  if (partials.numel() != parts)
-    throw std::invalid_argument(std::string(op) + ": partials " + partials.shape_string() +
-                                " must hold " + std::to_string(parts) + " sums for " +
-                                std::to_string(grad.numel()) + " gradient elements");
-  if (grad.device == Device::cuda) return cuda::check_gradient_stage(grad, partials, gate);
-  auto* sums = static_cast<float*>(partials.data);
-  cpu::sum_of_squares_partials(static_cast<const float*>(grad.data), grad.numel(), sums);
-  auto* words = static_cast<float*>(gate.data);
-  for (int64_t i = 0; i < parts; ++i)
-    if (!std::isfinite(sums[i])) words[kAdamGateSkip] = 1.0f;
-}
-
-void adam_update_gated(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                       const Tensor& gate, Tensor* compute) {
-  constexpr const char* op = "adam_update_gated";
-  check_adam_tensors(op, param, grad, m, v);
-  check_gate(op, gate, param);
-  if (detail::call_device({&param, &grad, &m, &v}) == Device::cuda)
-    return cuda::adam_update_gated(param, grad, m, v, h, gate, compute);
-  const auto* words = static_cast<const float*>(gate.data);
-  if (words[kAdamGateSkip] != 0.0f) return;
-  cpu::adam_update_with(detail::cpu_f32(op, "param", param), detail::cpu_f32(op, "grad", grad),
-                        detail::cpu_f32(op, "m", m), detail::cpu_f32(op, "v", v), param.numel(), h,
-                        {words[0], words[1]}, words[2]);
-  if (compute && !compute->empty()) convert_tensor(param, *compute);
-}
-
-void lazy_adam_update_gated(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                            const AdamHyper& h, const Tensor& gate, Tensor* compute) {
-  constexpr const char* op = "lazy_adam_update_gated";
-  detail::require_rank(op, "param", param, 2, "[rows, cols]");
-  check_adam_tensors(op, param, grad, m, v);
-  check_gate(op, gate, param);
-  if (detail::call_device({&param, &grad, &m, &v}) == Device::cuda)
-    return cuda::lazy_adam_update_gated(param, grad, m, v, h, gate, compute);
-  const auto* words = static_cast<const float*>(gate.data);
-  if (words[kAdamGateSkip] != 0.0f) return;
-  cpu::lazy_adam_update_with(detail::cpu_f32(op, "param", param), detail::cpu_f32(op, "grad", grad),
-                             detail::cpu_f32(op, "m", m), detail::cpu_f32(op, "v", v), param.dim(0),
-                             param.dim(1), h, {words[0], words[1]}, words[2]);
   if (compute && !compute->empty()) convert_tensor(param, *compute);
 }
 

@@ -36,7 +36,6 @@ constexpr int kSkipped = 77;  // ctest's SKIP_RETURN_CODE: no GPU here
 struct Options {
   std::string model = "base", precision = "bf16", device = "cuda", norm = "post", json;
   std::string graphs = "on";  // train.cuda_graphs: forward and backward replayed from a graph
-  std::string staged = "on";  // train.update_in_backward: the optimizer step during the backward
   int64_t batch = 128, src_len = 64, tgt_len = 64, vocab = 32768, warmup = 10, steps = 50;
   double lr = 1e-4, clip = 0;
   uint64_t seed = 1;
@@ -127,13 +126,6 @@ int run(const Options& o) {
   nmt::LossScaler scaler(shape.compute_dtype, 32768, 1000);
   const float label_smoothing = 0.1f;
   const double tokens = static_cast<double>(batch.tgt_tokens());
-  // The staged step needs the whole gradient's norm nowhere: not with clipping, nor with fp16's
-  // dynamic loss scale (which skips overflowing steps whole).
-  const bool staged = o.staged == "on" && o.clip <= 0 && !scaler.dynamic();
-  if (staged) {
-    optimizer.plan_stages(model.backward_stages());
-    model.set_stage_update_hook([&optimizer](size_t stage) { optimizer.update_stage(stage); });
-  }
 
   nmt::bench::StepTimer timer(device);
   std::vector<nmt::bench::StepSample> samples;
@@ -144,13 +136,10 @@ int run(const Options& o) {
     timer.start();
     model.zero_grads();
     nmt::StepContext ctx{o.seed, static_cast<uint64_t>(i + 1), true};
-    if (staged) optimizer.begin_staged_step(i + 1, o.lr, tokens * scaler.scale());
     nmt::LossSums sums =
         model.forward_backward(batch, ctx, label_smoothing, static_cast<float>(scaler.scale()));
     timer.forward_backward_done();
-    nmt::OptimizerStepStats st = staged
-                                     ? optimizer.finish_staged_step(tokens * scaler.scale())
-                                     : optimizer.step(i + 1, o.lr, tokens * scaler.scale(), o.clip);
+    nmt::OptimizerStepStats st = optimizer.step(i + 1, o.lr, tokens * scaler.scale(), o.clip);
     scaler.update(st.skipped);
     nmt::bench::StepSample sample = timer.finish();
     double loss = sums.loss / static_cast<double>(std::max<int64_t>(sums.tokens, 1));
@@ -198,7 +187,6 @@ int run(const Options& o) {
       {"loss_last", loss_last},
       {"skipped_steps", skipped},
       {"cuda_graphs", graphs_line(model)},
-      {"update_in_backward", staged},
   };
   std::printf(
       "%s (%s-norm, %lld params) on %s: %lld x %lld/%lld tokens, %lld steps after %lld warmup\n"
@@ -215,8 +203,6 @@ int run(const Options& o) {
       j["arena_mib"].get<double>(), j["device_mem_mib"].get<double>(), loss_first, loss_last,
       static_cast<long long>(skipped));
   if (device == Device::cuda) std::printf("  cuda graphs: %s\n", graphs_line(model).c_str());
-  std::printf("  optimizer: %s\n",
-              staged ? "stage by stage during the backward" : "after the backward");
   if (!o.json.empty()) write_json_atomically(o.json, j);
   return 0;
 }
@@ -250,10 +236,6 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json, "also write the result as JSON to this file");
   app.add_option("--graphs", o.graphs,
                  "replay forward and backward from a CUDA graph (train.cuda_graphs; default on)")
-      ->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--update-in-backward", o.staged,
-                 "update each stage's parameters during the backward (train.update_in_backward; "
-                 "default on; off with --clip or fp16's loss scaling)")
       ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
   if (o.device == "cpu") {  // the CPU computes in fp32; a tiny default batch keeps it quick

@@ -90,11 +90,9 @@ struct TrainConfig {
   double loss_scale = 32768;         // fp16 only: the initial dynamic loss scale
   int64_t loss_scale_window = 1000;  // fp16 only: clean steps before the scale doubles
   int64_t max_bad_steps = 20;        // consecutive non-finite steps that stop the run; 0 = never
-  std::string max_time;            // wall-clock limit: "" = none, "5400" s, "1:30:00", "2-00:00:00"
-  bool gemm_autotune = false;      // time cuBLASLt's listed algorithms per product shape (GPU only)
-  bool cuda_graphs = true;         // replay forward and backward from a CUDA graph per batch shape
-  bool update_in_backward = true;  // each stage's optimizer update during the backward, where
-                                   // no step needs the whole gradient's norm first
+  std::string max_time;        // wall-clock limit: "" = none, "5400" s, "1:30:00", "2-00:00:00"
+  bool gemm_autotune = false;  // time cuBLASLt's listed algorithms per product shape (GPU only)
+  bool cuda_graphs = true;     // replay forward and backward from a CUDA graph per batch shape
 };
 
 struct OptimizerConfig {

@@ -267,14 +267,6 @@ std::vector<ConfigKey> build_keys() {
           "shape's second step and replay it after (one launch instead of ~430; the same bits). "
           "Steps whose gradient exchange overlaps backward (several ranks, dist.overlap) run op "
           "by op. A capture that fails turns graphs off for the run, with a note at its end."),
-      key("train.update_in_backward", kTrain, &T::update_in_backward,
-          "Run the optimizer's update of each backward stage (a layer, the embeddings) as soon "
-          "as the backward has finished its gradients, so that the update's memory traffic "
-          "overlaps the rest of the backward; the same parameters, bit for bit. Applies where "
-          "no step needs the whole gradient first: no clipping (train.clip_norm 0), no fp16 loss "
-          "scaling, train.update_freq 1 and one process; elsewhere the update follows the "
-          "backward. A step whose gradient is not finite leaves the stages from the first "
-          "non-finite one on untouched (the stages before it are updated) and counts as skipped."),
       key("train.label_smoothing", kTrain, &T::label_smoothing, unit_interval_open(),
           "Label smoothing of the cross-entropy loss (OpenSeq2Seq: loss_params.label_smoothing)."),
       key("train.clip_norm", kTrain, &T::clip_norm, at_least(0),

@@ -28,7 +28,6 @@ struct TrainStepKey {
   float loss_scale = 1.0f, label_smoothing = 0.0f;
   uint64_t seed = 0;
   bool training = true;
-  bool stage_updates = false;  // a stage-update hook enqueued work into the step
   bool operator==(const TrainStepKey&) const = default;
 };
 

@@ -118,7 +118,6 @@ void Transformer::add_stage(std::vector<std::vector<const Param*>>& stages, size
 }
 
 void Transformer::stage_done(size_t stage) const {
-  if (stage_update_) stage_update_(stage);
   if (!grad_ready_) return;
   for (const Param* p : stages_.at(stage)) grad_ready_(*p);
 }
@@ -232,7 +231,7 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
   if (graphs_ && !grad_ready_) {
     cuda::StreamHandoff handoff(graphs_->stream());
     graphs_->run(TrainStepKey{batch_, src_len_, tgt_len_, loss_scale, label_smoothing, ctx.seed,
-                              ctx.training, static_cast<bool>(stage_update_)},
+                              ctx.training},
                  step);
   } else {
     if (graphs_) graphs_->count_overlapped();

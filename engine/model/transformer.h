@@ -66,17 +66,6 @@ class Transformer {
   using GradReadyHook = std::function<void(const Param&)>;
   void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
 
-  // The parameters whose gradients backward finishes together, stage by stage in the order it
-  // finishes them (a shared embedding table in the last stage that adds to it).
-  const std::vector<std::vector<const Param*>>& backward_stages() const { return stages_; }
-  // Called during forward_backward's backward with each stage's index (backward_stages()) once
-  // its gradients are final (their kernels enqueued), to enqueue device work on the current stream
-  // after them (the optimizer's staged step, engine/train/optimizer.h). Unlike the grad-ready
-  // hook it enqueues only, so the step keeps its CUDA graph (captured with the hook's work).
-  // Unset (the default) calls nothing.
-  using StageUpdateHook = std::function<void(size_t stage)>;
-  void set_stage_update_hook(StageUpdateHook hook) { stage_update_ = std::move(hook); }
-
   // Decoding entry points (beam search, engine/decode/; nmt-score), in transformer_decoding.cpp.
   // All run without dropout and return views into the model's arena, valid until the next call.
   // The encoder over batch's sources only (targets ignored): [sentences * src_len, d_model].
@@ -140,7 +129,6 @@ class Transformer {
   // Parameters whose gradients backward finishes together, in backward order (see transformer.cpp).
   std::vector<std::vector<const Param*>> stages_;
   GradReadyHook grad_ready_;
-  StageUpdateHook stage_update_;
   std::unique_ptr<TrainGraphs> graphs_;  // set_train_graphs(true) on the GPU
 
   Arena arena_;

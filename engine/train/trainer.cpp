@@ -174,7 +174,6 @@ class TrainingRun {
   double max_time_seconds_ = 0;  // train.max_time; 0 = no limit
   bool time_up_ = false;         // train.max_time reached as of the last step, agreed by every rank
   TimeSpent spent_;              // steps, evaluations and saves of this process (ETA, max_time)
-  bool staged_update_ = false;   // the optimizer's update runs stage by stage in the backward
   int64_t bad_steps_ = 0;        // consecutive steps with a non-finite loss or gradient norm
   RunReport report_;
   TrainSummary summary_;
@@ -248,20 +247,10 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
     init_from_checkpoint(options.init_from, model_->params(), cfg, vocab_path_, out);
   optimizer_ = std::make_unique<Optimizer>(model_->params(), cfg.optimizer, device_);
   model_->set_train_graphs(device_ == Device::cuda && cfg.train.cuda_graphs);
-  staged_update_ = cfg.train.update_in_backward && cfg.train.clip_norm <= 0 &&
-                   !loss_scaler_.dynamic() && cfg.train.update_freq == 1 && dp.world_size() == 1;
-  if (staged_update_) {
-    optimizer_->plan_stages(model_->backward_stages());
-    model_->set_stage_update_hook([this](size_t stage) { optimizer_->update_stage(stage); });
-  }
   out << "data: " << data_->describe() << "\n"
       << "model: " << model_->params().total_elements() << " parameters (init "
       << config_name(cfg.model.init) << "), arena " << model_->arena_bytes() / (1 << 20) << " MiB, "
-      << omp_get_max_threads() << " threads\n"
-      << "optimizer: " << config_name(cfg.optimizer.name)
-      << (staged_update_ ? ", each stage's update during the backward (train.update_in_backward)"
-                         : ", after the backward")
-      << "\n";
+      << omp_get_max_threads() << " threads\n";
   if (dp.world_size() > 1)
     out << "data parallel: " << dp.world_size() << " ranks over " << dp.backend()
         << ", gradient buckets of " << cfg.dist.bucket_mb << " MB\n";
@@ -305,10 +294,6 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
     Batch batch = data_->next_train();
     data_seconds += seconds_since(data_start);
     report_.train_flops += training_flops(model_->shape(), batch_dims(batch));
-    if (staged_update_)  // update_freq 1, one rank: this batch's tokens are the step's
-      optimizer_->begin_staged_step(
-          step, learning_rate_at(lr_, model_->shape().d_model, step),
-          static_cast<double>(data_->last_global_tgt_tokens()) * loss_scaler_.scale());
     // Only the last micro-batch's gradients are final: its backward starts the exchange.
     if (micro + 1 == cfg_.train.update_freq && dp_.overlaps_backward())
       model_->set_grad_ready_hook([this](const Param& p) { dp_.mark_ready(p); });
@@ -343,9 +328,7 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   // Dividing by tokens * scale unscales the gradients (fp16 loss scaling; the scale is 1
   // otherwise).
   OptimizerStepStats st =
-      staged_update_
-          ? optimizer_->finish_staged_step(global_tokens * loss_scaler_.scale())
-          : optimizer_->step(step, lr, global_tokens * loss_scaler_.scale(), cfg_.train.clip_norm);
+      optimizer_->step(step, lr, global_tokens * loss_scaler_.scale(), cfg_.train.clip_norm);
   loss_scaler_.update(st.skipped);
   // The sums are global, so every rank counts the same consecutive bad steps.
   bad_steps_ = st.skipped || !std::isfinite(loss) ? bad_steps_ + 1 : 0;

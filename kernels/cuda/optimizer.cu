@@ -20,11 +20,9 @@ constexpr int kWarpsPerBlock = 8;
 
 // --- sum of squares: fp32 per block in a fixed grid, then the blocks' sums in double -----------
 
-// skip: null, or the gate's skip word (kernels/optimizer.h), set to 1 by a block whose sum is not
-// finite (check_gradient_stage).
 template <typename T, int VEC>
 __global__ void sum_of_squares_partials(const T* __restrict__ x, int64_t n,
-                                        float* __restrict__ partials, float* __restrict__ skip) {
+                                        float* __restrict__ partials) {
   __shared__ float shared[32];
   using P = Pack<T, VEC>;
   const int64_t packs = n / VEC;
@@ -44,29 +42,7 @@ __global__ void sum_of_squares_partials(const T* __restrict__ x, int64_t n,
     sum += value * value;
   }
   sum = block_sum(sum, shared);
-  if (threadIdx.x == 0) {
-    partials[blockIdx.x] = sum;
-    if (skip != nullptr && !isfinite(sum)) *skip = 1.0f;
-  }
-}
-
-// The fixed grid of the partial sums: at most four blocks a multiprocessor.
-int sum_of_squares_blocks(int64_t n) {
-  return static_cast<int>(
-      std::min<int64_t>(int64_t{4} * multiprocessor_count(), blocks_for(n, kThreads * 8)));
-}
-
-// The partial sums of x's squares into partials [sum_of_squares_blocks(n)] (and the skip word).
-template <typename T>
-void launch_sum_of_squares_partials(const T* x, int64_t n, float* partials, float* skip,
-                                    cudaStream_t stream) {
-  const int blocks = sum_of_squares_blocks(n);
-  if (is_aligned16(x))
-    sum_of_squares_partials<T, kPackWidth<T>>
-        <<<blocks, kThreads, 0, stream>>>(x, n, partials, skip);
-  else
-    sum_of_squares_partials<T, 1><<<blocks, kThreads, 0, stream>>>(x, n, partials, skip);
-  CUDA_CHECK_LAUNCH();
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
 __global__ void __launch_bounds__(kSumThreads)
@@ -115,27 +91,12 @@ __device__ __forceinline__ void adam_element(float& param, float raw_grad, float
   param = param * a.decay_factor - a.lr_t * m / (sqrtf(v) + a.eps);
 }
 
-// With GATED, a's step values come from the gate (kernels/optimizer.h), and a set skip word leaves
-// everything as it is.
-template <bool GATED>
-__device__ __forceinline__ bool take_gate(AdamConstants& a, const float* __restrict__ gate) {
-  if constexpr (GATED) {
-    if (gate[kAdamGateSkip] != 0.0f) return false;
-    a.lr_t = gate[0];
-    a.decay_factor = gate[1];
-    a.grad_scale = gate[2];
-  }
-  return true;
-}
-
 // compute: nullptr, or the working copy [n] written with the updated parameters (mixed precision:
 // one pass instead of a separate conversion after the update).
-template <int VEC, typename C, bool GATED>
+template <int VEC, typename C>
 __global__ void adam_kernel(float* __restrict__ param, const float* __restrict__ grad,
                             float* __restrict__ m, float* __restrict__ v, int64_t n,
-                            AdamConstants a, const float* __restrict__ gate,
-                            C* __restrict__ compute) {
-  if (!take_gate<GATED>(a, gate)) return;
+                            AdamConstants a, C* __restrict__ compute) {
   using P = Pack<float, VEC>;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = n / VEC;
@@ -161,12 +122,10 @@ __global__ void adam_kernel(float* __restrict__ param, const float* __restrict__
 }
 
 // One warp per row: a row whose gradient is all zeros keeps its parameters and moments.
-template <int VEC, typename C, bool GATED>
+template <int VEC, typename C>
 __global__ void lazy_adam_kernel(float* __restrict__ param, const float* __restrict__ grad,
                                  float* __restrict__ m, float* __restrict__ v, int64_t rows,
-                                 int64_t cols, AdamConstants a, const float* __restrict__ gate,
-                                 C* __restrict__ compute) {
-  if (!take_gate<GATED>(a, gate)) return;
+                                 int64_t cols, AdamConstants a, C* __restrict__ compute) {
   using P = Pack<float, VEC>;
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
@@ -237,7 +196,8 @@ double sum_of_squares(const Tensor& x) {
   if (n == 0) return 0.0;
   cudaStream_t stream = current_stream();
   StreamResources& resources = stream_resources(stream);
-  const int blocks = sum_of_squares_blocks(n);
+  const int blocks = static_cast<int>(
+      std::min<int64_t>(int64_t{4} * multiprocessor_count(), blocks_for(n, kThreads * 8)));
   ScratchLayout layout;
   const size_t partials_offset = layout.add(static_cast<size_t>(blocks) * sizeof(float));
   const size_t total_offset = layout.add(sizeof(double));
@@ -247,7 +207,12 @@ double sum_of_squares(const Tensor& x) {
   auto* host_total = static_cast<double*>(resources.host_result(sizeof(double)));
   dispatch_float_dtype(x.dtype, op, "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    launch_sum_of_squares_partials(static_cast<const T*>(x.data), n, partials, nullptr, stream);
+    const T* data = static_cast<const T*>(x.data);
+    if (is_aligned16(x.data))
+      sum_of_squares_partials<T, kPackWidth<T>><<<blocks, kThreads, 0, stream>>>(data, n, partials);
+    else
+      sum_of_squares_partials<T, 1><<<blocks, kThreads, 0, stream>>>(data, n, partials);
+    CUDA_CHECK_LAUNCH();
   });
   sum_partials_in_double<<<1, kSumThreads, 0, stream>>>(partials, blocks, total);
   CUDA_CHECK_LAUNCH();
@@ -256,15 +221,14 @@ double sum_of_squares(const Tensor& x) {
   return *host_total;
 }
 
-namespace {
-
-// adam_update's launch (gate null) and adam_update_gated's.
-template <bool GATED>
-void launch_adam(const char* op, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                 const AdamConstants& constants, const float* gate, Tensor* compute) {
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
+                 float grad_scale, Tensor* compute) {
+  constexpr const char* op = "adam_update";
+  check_adam(op, param, grad, m, v);
   const int64_t n = param.numel();
   if (n == 0) return;
   cudaStream_t stream = current_stream();
+  const AdamConstants constants = adam_constants(h, grad_scale);
   float* p = static_cast<float*>(param.data);
   const float* g = static_cast<const float*>(grad.data);
   float* pm = static_cast<float*>(m.data);
@@ -272,23 +236,25 @@ void launch_adam(const char* op, Tensor& param, const Tensor& grad, Tensor& m, T
   with_compute(op, compute, param, [&](auto tag, auto* working) {
     using C = typename decltype(tag)::type;
     if (all_aligned(param, grad, m, v))
-      adam_kernel<4, C, GATED>
+      adam_kernel<4, C>
           <<<blocks_for(std::max<int64_t>(n / 4, n % 4), kThreads), kThreads, 0, stream>>>(
-              p, g, pm, pv, n, constants, gate, working);
+              p, g, pm, pv, n, constants, working);
     else
-      adam_kernel<1, C, GATED><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-          p, g, pm, pv, n, constants, gate, working);
+      adam_kernel<1, C>
+          <<<blocks_for(n, kThreads), kThreads, 0, stream>>>(p, g, pm, pv, n, constants, working);
     CUDA_CHECK_LAUNCH();
   });
 }
 
-// lazy_adam_update's launch (gate null) and lazy_adam_update_gated's.
-template <bool GATED>
-void launch_lazy_adam(const char* op, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                      const AdamConstants& constants, const float* gate, Tensor* compute) {
+void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
+                      float grad_scale, Tensor* compute) {
+  constexpr const char* op = "lazy_adam_update";
+  detail::require_rank(op, "param", param, 2);
+  check_adam(op, param, grad, m, v);
   const int64_t rows = param.dim(0), cols = param.dim(1);
   if (rows == 0 || cols == 0) return;
   cudaStream_t stream = current_stream();
+  const AdamConstants constants = adam_constants(h, grad_scale);
   float* p = static_cast<float*>(param.data);
   const float* g = static_cast<const float*>(grad.data);
   float* pm = static_cast<float*>(m.data);
@@ -297,64 +263,13 @@ void launch_lazy_adam(const char* op, Tensor& param, const Tensor& grad, Tensor&
   with_compute(op, compute, param, [&](auto tag, auto* working) {
     using C = typename decltype(tag)::type;
     if (cols % 4 == 0 && all_aligned(param, grad, m, v))
-      lazy_adam_kernel<4, C, GATED><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
-          p, g, pm, pv, rows, cols, constants, gate, working);
+      lazy_adam_kernel<4, C><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(p, g, pm, pv, rows, cols,
+                                                                         constants, working);
     else
-      lazy_adam_kernel<1, C, GATED><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
-          p, g, pm, pv, rows, cols, constants, gate, working);
+      lazy_adam_kernel<1, C><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(p, g, pm, pv, rows, cols,
+                                                                         constants, working);
     CUDA_CHECK_LAUNCH();
   });
-}
-
-}  // namespace
-
-void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                 float grad_scale, Tensor* compute) {
-  constexpr const char* op = "adam_update";
-  check_adam(op, param, grad, m, v);
-  launch_adam<false>(op, param, grad, m, v, adam_constants(h, grad_scale), nullptr, compute);
-}
-
-void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                      float grad_scale, Tensor* compute) {
-  constexpr const char* op = "lazy_adam_update";
-  detail::require_rank(op, "param", param, 2);
-  check_adam(op, param, grad, m, v);
-  launch_lazy_adam<false>(op, param, grad, m, v, adam_constants(h, grad_scale), nullptr, compute);
-}
-
-int64_t gradient_check_parts(int64_t numel) {
-  return numel == 0 ? 0 : sum_of_squares_blocks(numel);
-}
-
-void check_gradient_stage(const Tensor& grad, Tensor& partials, Tensor& gate) {
-  constexpr const char* op = "check_gradient_stage";
-  detail::require_on_gpu(op, {{"grad", &grad}, {"partials", &partials}, {"gate", &gate}});
-  const int64_t n = grad.numel();
-  if (n == 0) return;
-  launch_sum_of_squares_partials(static_cast<const float*>(grad.data), n,
-                                 static_cast<float*>(partials.data),
-                                 static_cast<float*>(gate.data) + kAdamGateSkip, current_stream());
-}
-
-void adam_update_gated(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                       const Tensor& gate, Tensor* compute) {
-  constexpr const char* op = "adam_update_gated";
-  check_adam(op, param, grad, m, v);
-  detail::require_on_gpu(op, {{"gate", &gate}});
-  // The step's values come from the gate; adam_constants gives the others.
-  launch_adam<true>(op, param, grad, m, v, adam_constants(h, 1.0f),
-                    static_cast<const float*>(gate.data), compute);
-}
-
-void lazy_adam_update_gated(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                            const AdamHyper& h, const Tensor& gate, Tensor* compute) {
-  constexpr const char* op = "lazy_adam_update_gated";
-  detail::require_rank(op, "param", param, 2);
-  check_adam(op, param, grad, m, v);
-  detail::require_on_gpu(op, {{"gate", &gate}});
-  launch_lazy_adam<true>(op, param, grad, m, v, adam_constants(h, 1.0f),
-                         static_cast<const float*>(gate.data), compute);
 }
 
 }  // namespace nmt::cuda

@@ -21,12 +21,4 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
 void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
                       float grad_scale, Tensor* compute = nullptr);
 
-// The gated ops of kernels/optimizer.h (checked there).
-int64_t gradient_check_parts(int64_t numel);
-void check_gradient_stage(const Tensor& grad, Tensor& partials, Tensor& gate);
-void adam_update_gated(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                       const Tensor& gate, Tensor* compute);
-void lazy_adam_update_gated(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                            const AdamHyper& h, const Tensor& gate, Tensor* compute);
-
 }  // namespace nmt::cuda

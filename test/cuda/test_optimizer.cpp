@@ -1,5 +1,4 @@
 // CUDA gradient sum of squares and Adam / LazyAdam against the CPU reference.
-#include <array>
 #include <cmath>
 #include <vector>
 
@@ -103,90 +102,6 @@ TEST_CASE("cuda adam and lazy adam write the working copy in the same pass", "[c
         REQUIRE(copy[i] == round_to(updated[i], dtype));
         if (lazy && i / cols == 5) REQUIRE(copy[i] == before[i]);
       }
-    }
-}
-
-TEST_CASE("cuda gated updates give the ungated updates' bits, and skip on the flag",
-          "[cuda][optimizer]") {
-  for (int64_t cols : {int64_t{1}, int64_t{7}, int64_t{64}})
-    for (int offset : {0, 1}) {  // offset 1: off the 16-byte packs
-      const int64_t rows = 37, n = rows * cols;
-      INFO("cols " << cols << " offset " << offset);
-      const std::vector<float> param = random_floats(n, 80 + cols),
-                               m = random_floats(n, 81, 0.0f, 0.01f),
-                               v = random_floats(n, 82, 0.0f, 0.001f);
-      std::vector<float> grad = random_floats(n, 83 + cols, -0.1f, 0.1f);
-      for (int64_t c = 0; c < cols; ++c) grad[5 * cols + c] = 0.0f;  // one untouched row
-      AdamHyper h;
-      h.lr = 3e-3f;
-      h.beta2 = 0.98f;
-      h.step = 9;
-      h.weight_decay = 0.02f;
-      const float scale = 1.0f / 77.0f;
-      const std::array<float, kAdamGateWords> words = adam_gate_words(h, scale);
-      for (bool lazy : {false, true})
-        for (bool skip : {false, true}) {
-          INFO("lazy " << lazy << " skip " << skip);
-          std::vector<float> gate_words(words.begin(), words.end());
-          gate_words[kAdamGateSkip] = skip ? 1.0f : 0.0f;
-          GpuTensor gate = upload(gate_words, {kAdamGateWords}, DType::f32);
-          GpuTensor rp = upload(param, {rows, cols}, DType::f32, offset),
-                    rm = upload(m, {rows, cols}, DType::f32, offset),
-                    rv = upload(v, {rows, cols}, DType::f32, offset);
-          GpuTensor gp = upload(param, {rows, cols}, DType::f32, offset),
-                    gm = upload(m, {rows, cols}, DType::f32, offset),
-                    gv = upload(v, {rows, cols}, DType::f32, offset);
-          GpuTensor rw = gpu_poisoned({rows, cols}, DType::bf16),
-                    gw = gpu_poisoned({rows, cols}, DType::bf16);
-          GpuTensor gg = upload(grad, {rows, cols}, DType::f32, offset);
-          AdamHyper betas = h;
-          betas.lr = 5.0f;  // the gate's lr_t applies, not this
-          if (lazy) {
-            cuda::lazy_adam_update(rp.view, gg.view, rm.view, rv.view, h, scale, &rw.view);
-            cuda::lazy_adam_update_gated(gp.view, gg.view, gm.view, gv.view, betas, gate.view,
-                                         &gw.view);
-          } else {
-            cuda::adam_update(rp.view, gg.view, rm.view, rv.view, h, scale, &rw.view);
-            cuda::adam_update_gated(gp.view, gg.view, gm.view, gv.view, betas, gate.view, &gw.view);
-          }
-          if (skip) {
-            CHECK(download(gp.view) == param);
-            CHECK(download(gm.view) == m);
-            CHECK(download(gv.view) == v);
-          } else {
-            CHECK(download(gp.view) == download(rp.view));
-            CHECK(download(gm.view) == download(rm.view));
-            CHECK(download(gv.view) == download(rv.view));
-            const std::vector<float> ref_w = download(rw.view), got_w = download(gw.view);
-            for (int64_t i = 0; i < n; ++i)  // untouched lazy rows keep the poison (NaN) in both
-              if (!std::isnan(ref_w[i])) CHECK(got_w[i] == ref_w[i]);
-          }
-        }
-    }
-}
-
-TEST_CASE("cuda check_gradient_stage sums squares into its partials and flags non-finite ones",
-          "[cuda][optimizer]") {
-  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{1000003}})
-    for (int offset : {0, 1}) {
-      INFO("n " << n << " offset " << offset);
-      std::vector<float> grad = random_floats(n, 90 + n, -2.0f, 2.0f);
-      const double ref = sum_of_squares(cpu_view(grad, {n}));
-      const int64_t parts = gradient_check_parts(n, Device::cuda);
-      REQUIRE(parts >= 1);
-      GpuTensor partials = gpu_poisoned({parts}, DType::f32);
-      GpuTensor gate =
-          upload(std::vector<float>(kAdamGateWords, 0.0f), {kAdamGateWords}, DType::f32);
-      GpuTensor gg = upload(grad, {n}, DType::f32, offset);
-      check_gradient_stage(gg.view, partials.view, gate.view);
-      double total = 0;
-      for (float p : download(partials.view)) total += p;
-      CHECK(std::fabs(total - ref) <= 1e-5 * ref + 1e-12);
-      CHECK(download(gate.view)[kAdamGateSkip] == 0.0f);
-      grad[n / 2] = NAN;
-      GpuTensor bad = upload(grad, {n}, DType::f32, offset);
-      check_gradient_stage(bad.view, partials.view, gate.view);
-      CHECK(download(gate.view)[kAdamGateSkip] == 1.0f);
     }
 }
 

@@ -66,26 +66,6 @@ TEST_CASE("same config and seed twice give identical loss lines, bit for bit", "
   CHECK(a.str().find("eval step 60") != std::string::npos);
 }
 
-TEST_CASE("train.update_in_backward: the staged update gives the same run; the log says which",
-          "[engine][train]") {
-  nmt::RunConfig c = small_config();
-  REQUIRE(c.train.update_in_backward);
-  std::ostringstream staged, after, clipped;
-  nmt::run_training(c, staged);
-  c.train.update_in_backward = false;
-  nmt::run_training(c, after);
-  CHECK(staged.str().find("each stage's update during the backward") != std::string::npos);
-  CHECK(after.str().find(", after the backward") != std::string::npos);
-  REQUIRE(loss_lines(staged.str()).size() == 6);
-  CHECK(loss_lines(staged.str()) == loss_lines(after.str()));
-  // Clipping needs the whole gradient's norm first: the update follows the backward.
-  c.train.update_in_backward = true;
-  c.train.clip_norm = 1.0;
-  c.train.max_steps = 10;
-  nmt::run_training(c, clipped);
-  CHECK(clipped.str().find(", after the backward") != std::string::npos);
-}
-
 TEST_CASE("a different seed gives a different run, and training lowers the loss",
           "[engine][train]") {
   nmt::RunConfig c = small_config();

@@ -2,14 +2,13 @@
 // run op by op: the same loss sums and the same gradient bits, at every step of two interleaved
 // batch shapes, with dropout on everywhere (a replay must draw its own step's masks), in fp32 and
 // in bf16 at a head size that takes the fused attention kernels; a step with a grad-ready hook runs
-// op by op; the optimizer's staged step captured into the graphs gives step()'s bits.
+// op by op.
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "data/batch.h"
 #include "engine/model/transformer.h"
-#include "engine/train/optimizer.h"
 #include "kernels/elementwise.h"
 #include "test/engine_cuda/step_test_util.h"
 #include "test/support/catch.h"
@@ -95,52 +94,6 @@ TEST_CASE("training steps replayed from CUDA graphs give the op-by-op steps' bit
       CHECK(bits_of(graphed.params().grads()) == bits_of(eager.params().grads()));
       CHECK(stats->eager_steps == 3);
     }
-  }
-}
-
-TEST_CASE("the staged optimizer step, captured into the step's graphs, gives step()'s bits",
-          "[cuda][engine][graphs][optimizer]") {
-  for (nmt::DType dtype : {nmt::DType::f32, nmt::DType::bf16}) {
-    INFO(nmt::dtype_name(dtype));
-    nmt::ModelShape shape = shape_for(dtype);
-    shape.shared_embeddings = true;
-    nmt::Transformer plain(shape, Device::cuda, 64, 16), staged(shape, Device::cuda, 64, 16);
-    plain.params().initialize(11);
-    staged.params().initialize(11);
-    plain.set_train_graphs(true);
-    staged.set_train_graphs(true);
-    nmt::OptimizerConfig oc;
-    oc.beta2 = 0.98;
-    nmt::Optimizer plain_opt(plain.params(), oc, Device::cuda);
-    nmt::Optimizer staged_opt(staged.params(), oc, Device::cuda);
-    staged_opt.plan_stages(staged.backward_stages());
-    staged.set_stage_update_hook([&](size_t stage) { staged_opt.update_stage(stage); });
-    const int shapes[] = {0, 1, 0, 1, 0, 0};  // captures at each shape's second step, then replays
-    for (int i = 0; i < 6; ++i) {
-      const nmt::Batch batch = batch_of_shape(shapes[i]);
-      const nmt::StepContext ctx{3, static_cast<uint64_t>(100 + i), true};
-      const double lr = 1e-3 * (i + 1), tokens = static_cast<double>(batch.tgt_tokens());
-      plain.zero_grads();
-      staged.zero_grads();
-      plain.forward_backward(batch, ctx, 0.1f);
-      staged_opt.begin_staged_step(i + 1, lr, tokens);
-      staged.forward_backward(batch, ctx, 0.1f);
-      const nmt::OptimizerStepStats a = plain_opt.step(i + 1, lr, tokens, 0.0);
-      const nmt::OptimizerStepStats b = staged_opt.finish_staged_step(tokens);
-      INFO("step " << i);
-      CHECK_FALSE(b.skipped);
-      CHECK(b.grad_norm == Approx(a.grad_norm).epsilon(1e-5));
-      CHECK(bits_of(staged.params().master()) == bits_of(plain.params().master()));
-      CHECK(bits_of(staged_opt.first_moment()) == bits_of(plain_opt.first_moment()));
-      CHECK(bits_of(staged_opt.second_moment()) == bits_of(plain_opt.second_moment()));
-      if (dtype != nmt::DType::f32)
-        CHECK(bits_of(staged.params().working_copy()) == bits_of(plain.params().working_copy()));
-    }
-    const nmt::TrainGraphStats* stats = staged.train_graph_stats();
-    REQUIRE(stats != nullptr);
-    INFO("graphs given up: " << stats->failure);
-    CHECK(stats->failure.empty());
-    CHECK(stats->replays == 4);
   }
 }
 
