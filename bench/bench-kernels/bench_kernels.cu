@@ -2,9 +2,10 @@
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
 // Usage: bench-kernels [--runs N] [--verbose]
 //                      [--only attention-fused|column-sums|bias-grad-tails|residual-layernorm|
-//                              layernorm-backward|cross-entropy|gemm-algos|wgrad]
-// gemm-algos and wgrad run only when named: gemm-algos times every cuBLASLt algorithm of each
-// training-step product, wgrad the weight gradients with split-k and beside their dX product.
+//                              layernorm-backward|cross-entropy|gemm-algos|wgrad|wgrad-batch]
+// gemm-algos, wgrad and wgrad-batch run only when named: gemm-algos times every cuBLASLt algorithm
+// of each training-step product, wgrad the weight gradients with split-k and beside their dX
+// product, wgrad-batch the 512x512 ones as one batched launch.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "bench/bench-kernels/bench_residual_layernorm.h"
 #include "bench/bench-kernels/bench_timer.h"
 #include "bench/bench-kernels/bench_wgrad.h"
+#include "bench/bench-kernels/bench_wgrad_batch.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cross_entropy.h"
@@ -273,11 +275,13 @@ int main(int argc, char** argv) {
   const char* usage =
       "usage: bench-kernels [--runs N] [--verbose] [--only "
       "attention-fused|column-sums|bias-grad-tails|residual-layernorm|layernorm-backward|"
-      "cross-entropy|gemm-algos|wgrad]\n"
+      "cross-entropy|gemm-algos|wgrad|wgrad-batch]\n"
       "  gemm-algos (only with --only): every cuBLASLt algorithm the heuristic offers for each\n"
       "  product of a base training step; --verbose prints one line per algorithm\n"
       "  wgrad (only with --only): the weight gradients with split-k, and beside their dX\n"
-      "  product on a second stream\n";
+      "  product on a second stream\n"
+      "  wgrad-batch (only with --only): the 512x512 weight gradients as one pointer-array batch\n"
+      "  of 1, 2, 3 and 6 products against one launch each\n";
   int runs = 30;
   bool verbose = false;
   // The sections --only can name, each run alone.
@@ -290,6 +294,7 @@ int main(int argc, char** argv) {
       {"cross-entropy", [](KernelTimer& t) { bench_cross_entropy(t); }},
       {"gemm-algos", [&verbose](KernelTimer& t) { bench_gemm_algos(t, verbose); }},
       {"wgrad", [](KernelTimer& t) { bench_wgrad(t); }},
+      {"wgrad-batch", [](KernelTimer& t) { bench_wgrad_batch(t); }},
   };
   const std::function<void(KernelTimer&)>* only = nullptr;
   for (int i = 1; i < argc; ++i) {

@@ -1,0 +1,15 @@
+// bench-kernels' wgrad-batch entry: the 512 x 512 weight gradients of a Transformer-base step (bf16
+// inputs, k = 8192 rows, f32 +=) one product at a time against one cuBLASLt launch over a batch of
+// them held in separate buffers (pointer-array batch mode), the lead of docs/cuda.md (Linear): a
+// decoder layer has three such products.
+#pragma once
+
+#include "bench/bench-kernels/bench_timer.h"
+
+namespace nmt::bench {
+
+// Prints, per batch size, the batch's time, the same products one launch each, and how far the
+// batch's results are from theirs. Never throws: a failure is printed.
+void bench_wgrad_batch(KernelTimer& timer);
+
+}  // namespace nmt::bench
