@@ -1,6 +1,10 @@
 // Dispatch of the linear layer (kernels/linear.h) to the CPU or CUDA backend.
 #include "kernels/linear.h"
 
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/linear.h"
@@ -58,16 +62,48 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
     detail::require_disjoint(op, "dx", dx, "x", x);
     detail::require_disjoint(op, "dx", dx, "w", w);
   }
-  check_shape(op, "dw", dw, {out, in});
+  if (!dw.empty()) check_shape(op, "dw", dw, {out, in});
   if (!db.empty()) check_shape(op, "db", db, {out});
   check_same_device(op, {&dy, &x, &w, &dx, &dw, &db});
   if (detail::call_device({&dy, &x, &w, &dx, &dw, &db}) == Device::cuda)
     return cuda::linear_backward(dy, x, w, dx, dw, db, dx_write == DxWrite::add);
-  cpu::linear_backward(
-      detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "w", w),
-      dx.empty() ? nullptr : detail::cpu_f32(op, "dx", dx), detail::cpu_f32(op, "dw", dw),
-      db.empty() ? nullptr : detail::cpu_f32(op, "db", db), rows, in, out,
-      dx_write == DxWrite::add);
+  cpu::linear_backward(detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "x", x),
+                       detail::cpu_f32(op, "w", w),
+                       dx.empty() ? nullptr : detail::cpu_f32(op, "dx", dx),
+                       dw.empty() ? nullptr : detail::cpu_f32(op, "dw", dw),
+                       db.empty() ? nullptr : detail::cpu_f32(op, "db", db), rows, in, out,
+                       dx_write == DxWrite::add);
+}
+
+void linear_weight_grads(const std::vector<WeightGradProduct>& products) {
+  constexpr const char* op = "linear_weight_grads";
+  if (products.empty()) return;
+  if (products.size() > static_cast<size_t>(kMaxWeightGradBatch))
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(products.size()) +
+                                " products, at most " + std::to_string(kMaxWeightGradBatch));
+  const WeightGradProduct& first = products[0];
+  detail::require_rank(op, "x", first.x, 2, "[rows, in]");
+  detail::require_rank(op, "dy", first.dy, 2, "[rows, out]");
+  const int64_t rows = first.x.dim(0), in = first.x.dim(1), out = first.dy.dim(1);
+  for (const WeightGradProduct& p : products) {
+    check_shape(op, "x", p.x, {rows, in});
+    check_shape(op, "dy", p.dy, {rows, out});
+    check_shape(op, "dw", p.dw, {out, in});
+    detail::require_same_dtype(op, "dy", p.dy, "x", first.x);
+    detail::require_same_dtype(op, "x", p.x, "x", first.x);
+    detail::require_dtype(op, "dw", p.dw, DType::f32);
+    check_same_device(op, {&first.x, &p.x, &p.dy, &p.dw});
+  }
+  for (const WeightGradProduct& p : products)
+    for (const WeightGradProduct& q : products) {
+      detail::require_disjoint(op, "dw", p.dw, "x", q.x);
+      detail::require_disjoint(op, "dw", p.dw, "dy", q.dy);
+      if (&p != &q) detail::require_disjoint(op, "dw", p.dw, "another dw", q.dw);
+    }
+  if (first.x.device == Device::cuda) return cuda::linear_weight_grads(products);
+  for (const WeightGradProduct& p : products)
+    cpu::linear_backward(detail::cpu_f32(op, "dy", p.dy), detail::cpu_f32(op, "x", p.x), nullptr,
+                         nullptr, detail::cpu_f32(op, "dw", p.dw), nullptr, rows, in, out);
 }
 
 }  // namespace nmt

@@ -19,6 +19,9 @@ EnvSwitch keep_bits_switch("NMT_ATTENTION_KEEP_BITS", /*default_on=*/true);
 // NMT_ATTENTION_BIAS_SUMS=0 leaves the q, k, v bias gradients to linear_backward's column sums
 // rather than the attention backward's (for A/B timing; the sums' order differs, so the bits do).
 EnvSwitch bias_sums_switch("NMT_ATTENTION_BIAS_SUMS", /*default_on=*/true);
+// NMT_BATCH_WEIGHT_GRADS=0 runs cross-attention's out and q weight gradients as two products
+// instead of one batched launch (for A/B timing; the sums' order differs, so the bits do).
+EnvSwitch batch_weight_grads_switch("NMT_BATCH_WEIGHT_GRADS", /*default_on=*/true);
 
 }  // namespace
 
@@ -179,7 +182,18 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   Tensor c = ctx_.view({q_rows, d});
   Tensor d_ctx = ws.a1.view({q_rows, d});
   Tensor no_bias;  // a bias gradient added elsewhere: linear_backward skips its column sums
-  linear_backward(d_out, c, o_w_->compute, d_ctx, o_w_->grad, no_bias);
+  // Cross-attention: the out projection's weight gradient waits for q's (project_backward), the
+  // two d x d products over the query rows then run as one launch. d_out and the context stay
+  // as they are until then (the attention backward writes the workspace's a1 and a_proj only).
+  const auto overlaps = [](const Tensor& a, const Tensor& b) {
+    const char *pa = static_cast<const char*>(a.data), *pb = static_cast<const char*>(b.data);
+    return pa < pb + b.bytes() && pb < pa + a.bytes();
+  };
+  const bool batch_dw = !self_attention() && batch_weight_grads_switch.get() &&
+                        !overlaps(d_out, d_xq) && !overlaps(d_out, d_xkv);
+  const WeightGradProduct out_dw{d_out, c, o_w_->grad};
+  Tensor o_dw = batch_dw ? Tensor() : o_w_->grad;
+  linear_backward(d_out, c, o_w_->compute, d_ctx, o_dw, no_bias);
 
   AttentionOperands in = projections(proj_, q_rows, kv_rows, fused_);
   AttentionOperands grads = projections(ws.a_proj, q_rows, kv_rows, fused_);
@@ -201,11 +215,12 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
     attention_backward(d_ctx, in.q, in.k, in.v, probs, kv_lengths_, grads.q, grads.k, grads.v, att_,
                        p_, key_);
   }
-  project_backward(grads, d_xq, d_xkv, d_xq_write, biases_summed);
+  project_backward(grads, d_xq, d_xkv, d_xq_write, biases_summed, batch_dw ? &out_dw : nullptr);
 }
 
 void AttentionBlock::project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv,
-                                      DxWrite d_xq_write, bool biases_summed) {
+                                      DxWrite d_xq_write, bool biases_summed,
+                                      const WeightGradProduct* out_dw) {
   if (self_attention() && d_xq.data != d_xkv.data)
     throw std::logic_error("self-attention backward: d_xq and d_xkv must be one tensor");
   // Biases already summed: an empty db makes linear_backward skip its column sums.
@@ -217,7 +232,9 @@ void AttentionBlock::project_backward(AttentionOperands& grads, Tensor& d_xq, Te
   }
   // d_xq first (= or +=), then the key and value paths (+=, each product adding into d_xkv):
   // correct also when d_xq aliases d_xkv.
-  linear_backward(grads.q, xq_, q_w_->compute, d_xq, q_w_->grad, q_db, d_xq_write);
+  Tensor q_dw = out_dw != nullptr ? Tensor() : q_w_->grad;
+  linear_backward(grads.q, xq_, q_w_->compute, d_xq, q_dw, q_db, d_xq_write);
+  if (out_dw != nullptr) linear_weight_grads({*out_dw, {grads.q, xq_, q_w_->grad}});
   if (fused_) {  // one GEMM for the key and value paths
     linear_backward(grads.k, xkv_, in_w_->compute, d_xkv, in_dw, in_db, DxWrite::add);
     return;

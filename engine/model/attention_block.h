@@ -86,9 +86,11 @@ class AttentionBlock {
   void project(const Tensor& xq, const Tensor& xkv, AttentionOperands& p);
   // Backward's: the gradients `grads` of the projections back to d_xq (= or +=, d_xq_write) and
   // d_xkv (+=); the q, k, v bias gradients too unless biases_summed (the fused backward added
-  // them already).
+  // them already). out_dw: null, or the output projection's weight-gradient product, left for
+  // here by backward so that it and q's (both d x d over the query rows) go out as one batched
+  // launch (cross-attention; linear_weight_grads).
   void project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv, DxWrite d_xq_write,
-                        bool biases_summed);
+                        bool biases_summed, const WeightGradProduct* out_dw);
 
   ModelShape shape_;
   AttentionKind kind_;

@@ -37,7 +37,7 @@ void linear_backward(const float* dy, const float* x, const float* w, float* dx,
   }
   // dW[o, i] += sum_r dy[r, o] * x[r, i]: A = dyᵀ, read with swapped strides; each row o of dW is
   // owned by one thread, so no atomics and a fixed summation order.
-  gemm_accumulate(out, in, rows, dy, 1, out, x, in, dw, in);
+  if (dw) gemm_accumulate(out, in, rows, dy, 1, out, x, in, dw, in);
   if (db) accumulate_column_sums(dy, rows, out, db);
 }
 

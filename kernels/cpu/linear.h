@@ -11,7 +11,7 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, in
 
 // dy: [rows, out]; x: [rows, in]; w: [out, in].
 // dx: [rows, in] written (=), or added to (+=) when add_dx, or nullptr to skip; dw: [out, in]
-// accumulated (+=); db: [out] accumulated (+=), or nullptr. Added, dx[i] becomes dx[i] + the
+// accumulated (+=), or nullptr; db: [out] accumulated (+=), or nullptr. Added, dx[i] becomes dx[i] + the
 // product's sum (the sum formed from zero first, as a separate add of it would).
 void linear_backward(const float* dy, const float* x, const float* w, float* dx, float* dw,
                      float* db, int64_t rows, int64_t in, int64_t out, bool add_dx = false);

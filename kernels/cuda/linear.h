@@ -4,7 +4,10 @@
 // parameter gradients and saved statistics are f32; reductions accumulate in fp32 or wider.
 #pragma once
 
+#include <vector>
+
 #include "kernels/cuda/blas.h"
+#include "kernels/linear.h"
 #include "kernels/tensor.h"
 
 namespace nmt::cuda {
@@ -31,6 +34,9 @@ void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tens
 // call returns: the same bits, ordered as if on one stream.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                      Tensor& db, bool add_dx = false);
+// kernels/linear.h's linear_weight_grads (checked there): one pointer-array launch over the
+// products (linear_weight_grads.cu), or one dW product each where a pointer is off 16 bytes.
+void linear_weight_grads(const std::vector<WeightGradProduct>& products);
 
 // Whether linear_backward runs the small weight gradients beside the input gradient. Off by
 // default: on one H100 it saved nothing measurable on a base step (the dX products' persistent
