@@ -86,14 +86,14 @@ void require_data(const char* op, const char* name, const Tensor& t) {
     fail(op, std::string(name) + " " + t.shape_string() + " has no data");
 }
 
-namespace {
-
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (a.empty() || b.empty() || a.bytes() == 0 || b.bytes() == 0) return false;
   const auto a_begin = reinterpret_cast<uintptr_t>(a.data);
   const auto b_begin = reinterpret_cast<uintptr_t>(b.data);
   return a_begin < b_begin + b.bytes() && b_begin < a_begin + a.bytes();
 }
+
+namespace {
 
 void fail_overlap(const char* op, const char* name, const Tensor& t, const char* other_name,
                   const Tensor& other, const char* allowed) {

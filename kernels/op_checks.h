@@ -45,8 +45,11 @@ void require_rank(const char* op, const char* name, const Tensor& t, int rank,
 // Throws unless `t` has data whenever it has elements.
 void require_data(const char* op, const char* name, const Tensor& t);
 
+// Whether the bytes of the two tensors overlap (a tensor without data or elements overlaps
+// nothing).
+bool overlaps(const Tensor& a, const Tensor& b);
 // Throws std::invalid_argument "<op>: <name> [..] must not overlap <other_name> [..]" when the
-// bytes of the two tensors overlap (a tensor without data or elements overlaps nothing).
+// bytes of the two tensors overlap (overlaps).
 void require_disjoint(const char* op, const char* name, const Tensor& t, const char* other_name,
                       const Tensor& other);
 // As require_disjoint, but the very same memory (same data, same byte count) passes: an

@@ -1,7 +1,7 @@
 // bench-kernels' wgrad-batch entry: the 512 x 512 weight gradients of a Transformer-base step (bf16
-// inputs, k = 8192 rows, f32 +=) one product at a time against one cuBLASLt launch over a batch of
-// them held in separate buffers (pointer-array batch mode), the lead of docs/cuda.md (Linear): a
-// decoder layer has three such products.
+// inputs, k = 8192 rows, f32 +=) through linear_weight_grads, one call a product against one call
+// over a batch of them held in separate buffers (one pointer-array launch; docs/cuda.md, Linear):
+// a decoder layer has three such products.
 #pragma once
 
 #include "bench/bench-kernels/bench_timer.h"

@@ -9,6 +9,7 @@
 #include "kernels/env_switch.h"
 #include "kernels/fused_attention.h"
 #include "kernels/linear.h"
+#include "kernels/op_checks.h"
 
 namespace nmt {
 namespace {
@@ -185,12 +186,8 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   // Cross-attention: the out projection's weight gradient waits for q's (project_backward), the
   // two d x d products over the query rows then run as one launch. d_out and the context stay
   // as they are until then (the attention backward writes the workspace's a1 and a_proj only).
-  const auto overlaps = [](const Tensor& a, const Tensor& b) {
-    const char *pa = static_cast<const char*>(a.data), *pb = static_cast<const char*>(b.data);
-    return pa < pb + b.bytes() && pb < pa + a.bytes();
-  };
   const bool batch_dw = !self_attention() && batch_weight_grads_switch.get() &&
-                        !overlaps(d_out, d_xq) && !overlaps(d_out, d_xkv);
+                        !detail::overlaps(d_out, d_xq) && !detail::overlaps(d_out, d_xkv);
   const WeightGradProduct out_dw{d_out, c, o_w_->grad};
   Tensor o_dw = batch_dw ? Tensor() : o_w_->grad;
   linear_backward(d_out, c, o_w_->compute, d_ctx, o_dw, no_bias);

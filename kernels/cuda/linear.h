@@ -35,7 +35,7 @@ void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tens
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                      Tensor& db, bool add_dx = false);
 // kernels/linear.h's linear_weight_grads (checked there): one pointer-array launch over the
-// products (linear_weight_grads.cu), or one dW product each where a pointer is off 16 bytes.
+// products (linear_weight_grads.cpp), or one dW product each where a pointer is off 16 bytes.
 void linear_weight_grads(const std::vector<WeightGradProduct>& products);
 
 // Whether linear_backward runs the small weight gradients beside the input gradient. Off by
