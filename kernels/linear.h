@@ -36,7 +36,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
 struct WeightGradProduct {
   Tensor dy, x, dw;
 };
-constexpr int kMaxWeightGradBatch = 8;
+constexpr int kMaxWeightGradBatch = 32;
 
 // The products' weight gradients, as linear_backward adds each; at most kMaxWeightGradBatch
 // products, all of one shape and dtype, on one device, no dw overlapping another product's

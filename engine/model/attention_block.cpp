@@ -47,11 +47,13 @@ AttentionBlock::AttentionBlock(ParamStore& store, const std::string& prefix,
   }
 }
 
-void AttentionBlock::plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows,
-                          int64_t max_scores) {
+void AttentionBlock::plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows, int64_t max_scores,
+                          bool queue_weight_grads) {
   int64_t d = shape_.d_model;
   proj_ = arena.allocate("attn.proj", shape_.compute_dtype, (max_q_rows + 2 * max_kv_rows) * d);
   ctx_ = arena.allocate("attn.ctx", shape_.compute_dtype, max_q_rows * d);
+  if (queue_weight_grads && !self_attention())
+    dq_ = arena.allocate("attn.dq", shape_.compute_dtype, max_q_rows * d);
   // The fused kernel keeps one log-sum-exp per query and head instead of every probability.
   const Device device = arena.device();
   fused_ = (device == Device::cuda || shape_.cpu_fused_attention) &&
@@ -183,17 +185,26 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   Tensor c = ctx_.view({q_rows, d});
   Tensor d_ctx = ws.a1.view({q_rows, d});
   Tensor no_bias;  // a bias gradient added elsewhere: linear_backward skips its column sums
-  // Cross-attention: the out projection's weight gradient waits for q's (project_backward), the
-  // two d x d products over the query rows then run as one launch. d_out and the context stay
+  // The model's queue (WeightGradQueue) takes the out projection's product where d_out outlives
+  // this layer (the sublayer's own slot; the context is this block's), and cross-attention's q
+  // product where q's gradient goes to dq_.
+  WeightGradQueue* queue = ws.dw_queue != nullptr && ws.dw_queue->enabled() ? ws.dw_queue : nullptr;
+  const bool queue_out = queue != nullptr && !ws.holds(d_out);
+  WeightGradQueue* q_queue = queue != nullptr && dq_.capacity > 0 ? queue : nullptr;
+  // Else cross-attention: the out projection's weight gradient waits for q's (project_backward),
+  // the two d x d products over the query rows then run as one launch. d_out and the context stay
   // as they are until then (the attention backward writes the workspace's a1 and a_proj only).
-  const bool batch_dw = !self_attention() && batch_weight_grads_switch.get() &&
-                        !detail::overlaps(d_out, d_xq) && !detail::overlaps(d_out, d_xkv);
+  const bool batch_dw = !queue_out && q_queue == nullptr && !self_attention() &&
+                        batch_weight_grads_switch.get() && !detail::overlaps(d_out, d_xq) &&
+                        !detail::overlaps(d_out, d_xkv);
   const WeightGradProduct out_dw{d_out, c, o_w_->grad};
-  Tensor o_dw = batch_dw ? Tensor() : o_w_->grad;
+  Tensor o_dw = batch_dw || queue_out ? Tensor() : o_w_->grad;
   linear_backward(d_out, c, o_w_->compute, d_ctx, o_dw, no_bias);
+  if (queue_out) queue->push(out_dw);
 
   AttentionOperands in = projections(proj_, q_rows, kv_rows, fused_);
   AttentionOperands grads = projections(ws.a_proj, q_rows, kv_rows, fused_);
+  if (q_queue != nullptr) grads.q = dq_.view({q_rows, d});  // q_col stays 0, as in.q's
   bool biases_summed = false;
   if (fused_) {
     Tensor lse = lse_.view({att_.batch, att_.heads, att_.q_len});
@@ -212,12 +223,13 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
     attention_backward(d_ctx, in.q, in.k, in.v, probs, kv_lengths_, grads.q, grads.k, grads.v, att_,
                        p_, key_);
   }
-  project_backward(grads, d_xq, d_xkv, d_xq_write, biases_summed, batch_dw ? &out_dw : nullptr);
+  project_backward(grads, d_xq, d_xkv, d_xq_write, biases_summed, batch_dw ? &out_dw : nullptr,
+                   q_queue);
 }
 
 void AttentionBlock::project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv,
                                       DxWrite d_xq_write, bool biases_summed,
-                                      const WeightGradProduct* out_dw) {
+                                      const WeightGradProduct* out_dw, WeightGradQueue* q_queue) {
   if (self_attention() && d_xq.data != d_xkv.data)
     throw std::logic_error("self-attention backward: d_xq and d_xkv must be one tensor");
   // Biases already summed: an empty db makes linear_backward skip its column sums.
@@ -229,9 +241,12 @@ void AttentionBlock::project_backward(AttentionOperands& grads, Tensor& d_xq, Te
   }
   // d_xq first (= or +=), then the key and value paths (+=, each product adding into d_xkv):
   // correct also when d_xq aliases d_xkv.
-  Tensor q_dw = out_dw != nullptr ? Tensor() : q_w_->grad;
+  Tensor q_dw = out_dw != nullptr || q_queue != nullptr ? Tensor() : q_w_->grad;
   linear_backward(grads.q, xq_, q_w_->compute, d_xq, q_dw, q_db, d_xq_write);
-  if (out_dw != nullptr) linear_weight_grads({*out_dw, {grads.q, xq_, q_w_->grad}});
+  if (q_queue != nullptr)
+    q_queue->push({grads.q, xq_, q_w_->grad});
+  else if (out_dw != nullptr)
+    linear_weight_grads({*out_dw, {grads.q, xq_, q_w_->grad}});
   if (fused_) {  // one GEMM for the key and value paths
     linear_backward(grads.k, xkv_, in_w_->compute, d_xkv, in_dw, in_db, DxWrite::add);
     return;

@@ -45,7 +45,11 @@ class AttentionBlock {
                  AttentionKind kind, uint32_t dropout_id);
 
   // Activation buffers for up to max_q_rows queries, max_kv_rows keys, and max_scores scores.
-  void plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows, int64_t max_scores);
+  // queue_weight_grads: cross-attention keeps its q projection's gradient in a buffer of its own,
+  // so that q's weight-gradient product can wait in the workspace's dw_queue (the out projection's
+  // d_out comes from the sublayer's own slot: Sublayer::plan).
+  void plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows, int64_t max_scores,
+            bool queue_weight_grads = false);
 
   // xq: [batch*q_len, d_model]; xkv: [batch*kv_len, d_model] (the same tensor as xq for
   // self-attention); kv_lengths: [batch] i32
@@ -57,6 +61,10 @@ class AttentionBlock {
   // accumulated (+=). For self-attention they must alias, and the sum of all three paths is
   // written or added as d_xq_write says. out_proj's bias gradient is not added here: the
   // sublayer adds d_out's column sums into output_bias_grad() while writing d_out.
+  // Where ws.dw_queue is on, the d x d weight-gradient products whose operands outlive this layer's
+  // backward (out_proj's when d_out is not in a shared workspace slot; cross-attention's q with its
+  // own gradient buffer) are queued there instead of run: the weight gradients are then complete
+  // only after the queue's flush.
   void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws,
                 DxWrite d_xq_write);
   // out_proj's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.
@@ -89,8 +97,10 @@ class AttentionBlock {
   // them already). out_dw: null, or the output projection's weight-gradient product, left for
   // here by backward so that it and q's (both d x d over the query rows) go out as one batched
   // launch (cross-attention; linear_weight_grads).
+  // q_queue: where q's weight-gradient product waits instead (null: run here).
   void project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv, DxWrite d_xq_write,
-                        bool biases_summed, const WeightGradProduct* out_dw);
+                        bool biases_summed, const WeightGradProduct* out_dw,
+                        WeightGradQueue* q_queue);
 
   ModelShape shape_;
   AttentionKind kind_;
@@ -100,6 +110,7 @@ class AttentionBlock {
   const ParamGroup *in_w_, *in_b_;
   Buffer proj_;  // [max_q_rows * d + 2 * max_kv_rows * d]: forward's projections
   Buffer ctx_;
+  Buffer dq_;  // [max_q_rows, d]: cross-attention's q gradient, where planned (queue_weight_grads)
   // Saved for backward: probs_ [batch, heads, q_len, kv_len] f32 (unfused), or lse_
   // [batch, heads, q_len] f32 when the fused kernel serves this dtype and head size (fused_; then
   // training also projects through the joined in_w_ / in_b_).

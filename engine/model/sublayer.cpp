@@ -28,8 +28,9 @@ Sublayer::Sublayer(ParamStore& store, const std::string& norm_name, const ModelS
   bias_ = store.add(norm_name + ".bias", {shape.d_model}, ParamKind::norm_bias);
 }
 
-void Sublayer::plan(Arena& arena, int64_t max_rows) {
+void Sublayer::plan(Arena& arena, int64_t max_rows, bool own_branch_slot) {
   int64_t n = max_rows * shape_.d_model;
+  if (own_branch_slot) branch_ = arena.allocate("sublayer.branch", shape_.compute_dtype, n);
   out_ = arena.allocate("sublayer.out", shape_.compute_dtype, n);
   f_out_ = arena.allocate("sublayer.f_out", shape_.compute_dtype, n);
   normed_ = arena.allocate("sublayer.normed", shape_.compute_dtype, n);
@@ -48,6 +49,16 @@ void Sublayer::plan(Arena& arena, int64_t max_rows) {
 Tensor Sublayer::kept_bits() const {
   if (!kept_bits_) return Tensor();
   return keep_bits_.view({dropout_keep_bits_words(x_.dim(0), shape_.d_model)});
+}
+
+Tensor Sublayer::own_slot() const {
+  if (branch_.capacity == 0) return Tensor();
+  return branch_.view({x_.dim(0), shape_.d_model});
+}
+
+Tensor Sublayer::d_f_slot(const Workspace& ws) const {
+  if (branch_.capacity > 0) return own_slot();
+  return (shape_.pre_norm ? ws.s1 : ws.s2).view({x_.dim(0), shape_.d_model});
 }
 
 NormInto Sublayer::input_norm(int64_t rows) const {
@@ -101,29 +112,32 @@ void Sublayer::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, Tensor&
                         const Backward& f_backward, const BranchTail* below, bool branch_ready) {
   int64_t rows = x_.dim(0), d = shape_.d_model;
   Tensor normed = normed_.view({rows, d}), mean = mean_.view({rows}), rstd = rstd_.view({rows});
-  Tensor g2 = ws.s2.view({rows, d});
   if (shape_.pre_norm) {
-    Tensor g1 = ws.s1.view({rows, d});
+    Tensor g1 = d_f_slot(ws), g2 = ws.s2.view({rows, d});
     // d_f = dropout's backward of d_out (a copy when p is 0), and f's output bias gradient (d_f's
     // column sums) in the same pass, unless the op above did both.
     if (!branch_ready) dropout_backward_bias(d_out, g1, p_, key_, f_bias_grad, kept_bits());
     f_backward(g1, g2, DxWrite::assign);  // gradient w.r.t. LN(x)
     // d_x = d_out + the LN's input gradient in one pass (the residual's backward; d_x may be
     // d_out), bit for bit what layernorm_backward then residual_add computed; with a sublayer
-    // below, the same pass writes its branch gradient into g1 (f_backward is done reading it).
-    if (below != nullptr)
+    // below, the same pass writes its branch gradient (where its tail says; ws.s1 may be g1 itself,
+    // which f_backward is done reading).
+    if (below != nullptr) {
+      Tensor branch = below->into.empty() ? ws.s1.view({rows, d}) : below->into;
       layernorm_backward_add_dropout_bias(g2, x_, gain_->compute, mean, rstd, d_out, d_x,
-                                          gain_->grad, bias_->grad, g1, below->p, below->key,
+                                          gain_->grad, bias_->grad, branch, below->p, below->key,
                                           *below->f_bias_grad, below->keep_bits);
-    else
+    } else {
       layernorm_backward_add(g2, x_, gain_->compute, mean, rstd, d_out, d_x, gain_->grad,
                              bias_->grad);
+    }
   } else {
     // d_x = the LN's input gradient (in place when d_x is d_out) + f's input gradient: the
     // residual's share is stored first and f's last product adds its own into it (beta = 1), so
     // no separate residual add reads both again. The same pass that stores the LN's input
     // gradient writes d_f (its dropout backward) and adds f's output bias gradient (d_f's column
     // sums): one read of d_out for all three.
+    Tensor g2 = d_f_slot(ws);
     layernorm_backward_dropout_bias(d_out, normed, gain_->compute, mean, rstd, d_x, gain_->grad,
                                     bias_->grad, g2, p_, key_, f_bias_grad, kept_bits());
     f_backward(g2, d_x, DxWrite::add);

@@ -38,6 +38,8 @@ struct BranchTail {
   // The mask of p and key as that sublayer's forward stored it ([dropout_keep_bits_words(rows, d)]
   // i32, kernels/philox.h), or empty where it did not: the backward then draws it.
   Tensor keep_bits;
+  // Where that sublayer wants its branch gradient: [rows, d], or empty for the workspace's s1.
+  Tensor into;
 };
 
 // Whether the sublayers save their residual dropout's keep mask as bits in forward for the backward
@@ -57,7 +59,10 @@ class Sublayer {
 
   Sublayer(ParamStore& store, const std::string& norm_name, const ModelShape& shape,
            uint32_t dropout_id);
-  void plan(Arena& arena, int64_t max_rows);
+  // own_branch_slot: the gradient handed to f_backward (d_f) goes to a buffer of this sublayer's
+  // instead of the workspace's shared slot, so it stays as it is after the layer's backward (the
+  // attention blocks' queued weight gradients read it at the end of the model's; WeightGradQueue).
+  void plan(Arena& arena, int64_t max_rows, bool own_branch_slot = false);
 
   // x: [rows, d_model], kept alive until backward. Returns the output view (owned here).
   // Pre-norm only (ignored post-norm): `next`, when given, is the LayerNorm that reads the output,
@@ -70,8 +75,8 @@ class Sublayer {
   // of the d_f handed to f_backward, added in the pass that writes d_f; f_backward must therefore
   // not add them again (AttentionBlock / FeedForwardBlock::backward do not).
   // Pre-norm only: `below`, when given, is the sublayer below's tail, whose branch gradient this
-  // pass writes into ws.s1; `branch_ready`: the op above wrote this sublayer's branch gradient into
-  // ws.s1 (and added its f_bias_grad) already.
+  // pass writes (into below->into, or ws.s1); `branch_ready`: the op above wrote this sublayer's
+  // branch gradient (into its branch_tail().into, or ws.s1) and added its f_bias_grad already.
   void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, Tensor& f_bias_grad,
                 const Backward& f_backward, const BranchTail* below = nullptr,
                 bool branch_ready = false);
@@ -80,12 +85,16 @@ class Sublayer {
   NormInto input_norm(int64_t rows) const;
   // This sublayer's dropout (as of the last forward) with its block's output bias gradient.
   BranchTail branch_tail(Tensor& f_bias_grad) const {
-    return BranchTail{p_, key_, &f_bias_grad, kept_bits()};
+    return BranchTail{p_, key_, &f_bias_grad, kept_bits(), own_slot()};
   }
 
  private:
   // The mask the last forward stored, or empty where it stored none.
   Tensor kept_bits() const;
+  // This sublayer's own d_f buffer for the last forward's rows, or empty where it has none.
+  Tensor own_slot() const;
+  // Where backward puts d_f: the own buffer, else the workspace's s1 (pre-norm) or s2 (post-norm).
+  Tensor d_f_slot(const Workspace& ws) const;
 
   ModelShape shape_;
   uint32_t dropout_id_;
@@ -96,6 +105,7 @@ class Sublayer {
   // without dropout, or through another kernel, clears it, so no backward reads a stale mask).
   Buffer keep_bits_;
   bool kept_bits_ = false;
+  Buffer branch_;  // [max_rows, d]: d_f, where plan was asked for a slot of its own
   Tensor x_;
   RngKey key_;
   float p_ = 0;

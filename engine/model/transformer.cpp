@@ -11,10 +11,22 @@
 #include "kernels/cuda/stream.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/env_switch.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 
 namespace nmt {
+namespace {
+
+// NMT_QUEUE_WEIGHT_GRADS=0: the attention blocks run their d x d weight-gradient products in their
+// layer's backward, and the model plans no buffers for holding them back (for A/B timing).
+EnvSwitch queue_weight_grads_switch("NMT_QUEUE_WEIGHT_GRADS", /*default_on=*/true);
+
+}  // namespace
+
+void set_queue_weight_grads(bool on) {
+  queue_weight_grads_switch.set(on);
+}
 
 Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len)
     : shape_(shape),
@@ -107,8 +119,9 @@ void Transformer::allocate(Arena& arena) {
   d_enc_ = arena.allocate("d_enc", act, rows * d);
   d_dec_ = arena.allocate("d_dec", act, rows * d);
   int64_t max_scores = rows * max_len_ * shape_.heads;
-  for (auto& layer : encoder_) layer->plan(arena, rows, max_scores);
-  for (auto& layer : decoder_) layer->plan(arena, rows, max_scores);
+  queue_planned_ = queue_weight_grads_switch.get();
+  for (auto& layer : encoder_) layer->plan(arena, rows, max_scores, queue_planned_);
+  for (auto& layer : decoder_) layer->plan(arena, rows, max_scores, queue_planned_);
 }
 
 void Transformer::add_stage(std::vector<std::vector<const Param*>>& stages, size_t first) {
@@ -259,6 +272,11 @@ void Transformer::enqueue_forward_backward(const StepContext& ctx, float label_s
 void Transformer::backward(Tensor& d_dec) {
   int64_t d = shape_.d_model, t_rows = batch_ * tgt_len_, s_rows = batch_ * src_len_;
   float scale = std::sqrt(static_cast<float>(d));
+  // The attention blocks' d x d weight gradients wait for the end of the encoder's backward,
+  // unless the exchange takes each layer's gradients as backward finishes them.
+  dw_queue_.clear();
+  dw_queue_.set_enabled(queue_planned_ && !grad_ready_);
+  ws_.dw_queue = &dw_queue_;
   size_t stage = 0;     // the stages of the constructor, in backward order
   stage_done(stage++);  // a separate output projection (its gradient came from the logits)
   // Pre-norm: the final norm's backward (in place) also writes the last layer's branch gradient,
@@ -292,6 +310,7 @@ void Transformer::backward(Tensor& d_dec) {
     encoder_[i]->backward(d_enc, ws_, pre && i > 0 ? &below : nullptr, pre);
     stage_done(stage++);
   }
+  dw_queue_.flush();  // (on only without a hook, so no stage above reported a queued gradient)
   if (embed_p_ > 0) dropout_backward(d_enc, d_enc, embed_p_, src_embed_key_);
   embedding_backward(src_ids_.view({s_rows}), d_enc, src_embed_->grad, scale, kPadId);
   stage_done(stage++);  // the source embedding (the shared table's last contribution)
@@ -308,7 +327,7 @@ void Transformer::final_norm_backward(Tensor& grad, const Tensor& x, Param* gain
     layernorm_backward(grad, x, gain->compute, m, r, grad, gain->grad, bias->grad);  // in place
     return;
   }
-  Tensor branch = ws_.s1.view({rows, shape_.d_model});
+  Tensor branch = top->into.empty() ? ws_.s1.view({rows, shape_.d_model}) : top->into;
   layernorm_backward_dropout_bias(grad, x, gain->compute, m, r, grad, gain->grad, bias->grad,
                                   branch, top->p, top->key, *top->f_bias_grad, top->keep_bits);
 }

@@ -26,6 +26,13 @@ inline int64_t planned_rows(int64_t token_budget, int64_t widest) {
   return token_budget > widest ? token_budget : widest;
 }
 
+// Whether models built from now on hold the attention blocks' d x d weight-gradient products back
+// to the end of backward and run them as batched launches (engine/model/weight_grad_queue.h). On by
+// default; NMT_QUEUE_WEIGHT_GRADS=0 in the environment, or set_queue_weight_grads(false), turns it
+// off (a model reads it when it plans its memory, in its constructor). The gradients are the same
+// bits on the CPU; on the GPU the batch kernel's summation order moves their last bits.
+void set_queue_weight_grads(bool on);
+
 class Transformer {
  public:
   // max_rows: the most padded tokens of one side of a batch (sentences * padded length), see
@@ -133,6 +140,11 @@ class Transformer {
 
   Arena arena_;
   Workspace ws_;
+  // The attention blocks' d x d weight-gradient products, run together at the end of backward
+  // (weight_grad_queue.h) where queue_planned_ (their operands have buffers of their own) and no
+  // grad-ready hook reads a layer's gradients earlier. NMT_QUEUE_WEIGHT_GRADS=0 plans without it.
+  WeightGradQueue dw_queue_;
+  bool queue_planned_ = false;
   // Inputs: [rows] i32 ids, [batch] i32 lengths.
   Buffer src_ids_, tgt_in_, tgt_out_, src_lengths_, tgt_lengths_;
   Buffer step_;       // [2] i32: the step as a u64 (StepContext::step_on_device)

@@ -10,9 +10,10 @@ EncoderLayer::EncoderLayer(ParamStore& store, const std::string& prefix, const M
       ffn_(store, prefix, shape, ids.take()),
       ffn_sub_(store, prefix + ".final_layer_norm", shape, ids.take()) {}
 
-void EncoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores) {
-  self_attn_.plan(arena, max_rows, max_rows, max_scores);
-  self_attn_sub_.plan(arena, max_rows);
+void EncoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores,
+                        bool queue_weight_grads) {
+  self_attn_.plan(arena, max_rows, max_rows, max_scores, queue_weight_grads);
+  self_attn_sub_.plan(arena, max_rows, queue_weight_grads);
   ffn_.plan(arena, max_rows);
   ffn_sub_.plan(arena, max_rows);
 }
@@ -59,11 +60,12 @@ DecoderLayer::DecoderLayer(ParamStore& store, const std::string& prefix, const M
       ffn_(store, prefix, shape, ids.take()),
       ffn_sub_(store, prefix + ".final_layer_norm", shape, ids.take()) {}
 
-void DecoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores) {
-  self_attn_.plan(arena, max_rows, max_rows, max_scores);
-  self_attn_sub_.plan(arena, max_rows);
-  cross_attn_.plan(arena, max_rows, max_rows, max_scores);
-  cross_attn_sub_.plan(arena, max_rows);
+void DecoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores,
+                        bool queue_weight_grads) {
+  self_attn_.plan(arena, max_rows, max_rows, max_scores, queue_weight_grads);
+  self_attn_sub_.plan(arena, max_rows, queue_weight_grads);
+  cross_attn_.plan(arena, max_rows, max_rows, max_scores, queue_weight_grads);
+  cross_attn_sub_.plan(arena, max_rows, queue_weight_grads);
   ffn_.plan(arena, max_rows);
   ffn_sub_.plan(arena, max_rows);
 }

@@ -22,7 +22,9 @@ class EncoderLayer {
  public:
   EncoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
                DropoutIds& ids);
-  void plan(Arena& arena, int64_t max_rows, int64_t max_scores);
+  // queue_weight_grads: the attention's d x d weight-gradient operands get buffers of their own, so
+  // those products may wait in the workspace's dw_queue (Sublayer::plan, AttentionBlock::plan).
+  void plan(Arena& arena, int64_t max_rows, int64_t max_scores, bool queue_weight_grads = false);
   // x: [batch*src_len, d_model]; src_lengths: [batch] i32. Returns the layer output view.
   // Pre-norm (ignored post-norm): `next` and `input_normed` as Sublayer::forward's, for the layer's
   // last and first sublayer.
@@ -53,7 +55,8 @@ class DecoderLayer {
  public:
   DecoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
                DropoutIds& ids);
-  void plan(Arena& arena, int64_t max_rows, int64_t max_scores);
+  // queue_weight_grads: as EncoderLayer::plan's.
+  void plan(Arena& arena, int64_t max_rows, int64_t max_scores, bool queue_weight_grads = false);
   // y: [batch*tgt_len, d_model]; enc_out: [batch*src_len, d_model].
   Tensor forward(const Tensor& y, const Tensor& tgt_lengths, const Tensor& enc_out,
                  const Tensor& src_lengths, int64_t batch, int64_t tgt_len, int64_t src_len,

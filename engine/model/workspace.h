@@ -3,6 +3,8 @@
 #pragma once
 
 #include "engine/model/arena.h"
+#include "engine/model/weight_grad_queue.h"
+#include "kernels/op_checks.h"
 
 namespace nmt {
 
@@ -14,6 +16,17 @@ struct Workspace {
   Buffer a1, a_proj;
   // FeedForwardBlock slot.
   Buffer f1;  // [max_rows, ffn_dim]
+  // Where the blocks may hold weight-gradient products back to the end of the model's backward
+  // (null, or off: none are held). Set by the model that owns this workspace.
+  WeightGradQueue* dw_queue = nullptr;
+
+  // Whether `t` lies in one of the shared slots above (a layer after this one overwrites it, so a
+  // product that reads it cannot wait in dw_queue).
+  bool holds(const Tensor& t) const {
+    for (const Buffer* b : {&s1, &s2, &a1, &a_proj, &f1})
+      if (b->capacity > 0 && detail::overlaps(t, b->flat())) return true;
+    return false;
+  }
 
   void plan(Arena& arena, int64_t max_rows, int64_t d_model, int64_t ffn_dim, DType dtype) {
     int64_t n = max_rows * d_model;

@@ -5,6 +5,8 @@
 namespace nmt::cuda {
 namespace {
 
+static_assert(kMaxWeightGradBatch <= 32, "write_batch_pointers_kernel writes with one warp");
+
 __global__ void write_batch_pointers_kernel(BatchPointers p, int count, void** arrays) {
   const int i = threadIdx.x;
   if (i >= count) return;
