@@ -26,6 +26,11 @@ EnvSwitch batch_weight_grads_switch("NMT_BATCH_WEIGHT_GRADS", /*default_on=*/tru
 
 }  // namespace
 
+bool attention_runs_fused(const ModelShape& shape, Device device) {
+  return (device == Device::cuda || shape.cpu_fused_attention) &&
+         fused_attention_supported(device, shape.compute_dtype, shape.d_model / shape.heads);
+}
+
 AttentionBlock::AttentionBlock(ParamStore& store, const std::string& prefix,
                                const ModelShape& shape, AttentionKind kind, uint32_t dropout_id)
     : shape_(shape), kind_(kind), dropout_id_(dropout_id) {
@@ -56,8 +61,7 @@ void AttentionBlock::plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows,
     dq_ = arena.allocate("attn.dq", shape_.compute_dtype, max_q_rows * d);
   // The fused kernel keeps one log-sum-exp per query and head instead of every probability.
   const Device device = arena.device();
-  fused_ = (device == Device::cuda || shape_.cpu_fused_attention) &&
-           fused_attention_supported(device, shape_.compute_dtype, d / shape_.heads);
+  fused_ = attention_runs_fused(shape_, device);
   if (fused_) {
     lse_ = arena.allocate("attn.lse", DType::f32, max_q_rows * shape_.heads);
     // Where the CUDA kernels keep the dropout mask for backward: two words per query and head.
@@ -89,12 +93,19 @@ AttentionOperands AttentionBlock::projections(const Buffer& buffer, int64_t q_ro
   return AttentionOperands{q, matrix(q_rows, kv_rows, d), matrix(q_rows + kv_rows, kv_rows, d)};
 }
 
+AttentionOperands AttentionBlock::with_projected(const Buffer& buffer, const Tensor& kv_all,
+                                                 int64_t q_rows) const {
+  const int64_t d = shape_.d_model, k_col = projected_.k_col;
+  return AttentionOperands{buffer.view({q_rows, d}), kv_all, kv_all, 0, k_col, k_col + d};
+}
+
 void AttentionBlock::project(const Tensor& xq, const Tensor& xkv, AttentionOperands& p) {
   if (fused_ && self_attention()) {
     linear_forward(xq, in_w_->compute, in_b_->compute, p.q);
     return;
   }
   linear_forward(xq, q_w_->compute, q_b_->compute, p.q);
+  if (kv_projected_) return;  // the keys and values came projected
   if (fused_)
     linear_forward(xkv, in_w_->compute, in_b_->compute, p.k);
   else
@@ -103,10 +114,15 @@ void AttentionBlock::project(const Tensor& xq, const Tensor& xkv, AttentionOpera
 
 void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& kv_lengths,
                              int64_t batch, int64_t q_len, int64_t kv_len, const StepContext& ctx,
-                             Tensor& out) {
+                             Tensor& out, const ProjectedKeysValues* projected) {
   int64_t d = shape_.d_model, q_rows = batch * q_len, kv_rows = batch * kv_len;
   if (self_attention() && (xq.data != xkv.data || q_len != kv_len))
     throw std::logic_error("self-attention forward: queries and keys from different inputs");
+  if (projected != nullptr && (self_attention() || !fused_))
+    throw std::logic_error(
+        "attention forward: projected keys and values need fused cross-attention");
+  kv_projected_ = projected != nullptr;
+  projected_ = kv_projected_ ? *projected : ProjectedKeysValues{};
   xq_ = xq;
   xkv_ = xkv;
   kv_lengths_ = kv_lengths;
@@ -115,7 +131,8 @@ void AttentionBlock::forward(const Tensor& xq, const Tensor& xkv, const Tensor& 
   key_ = ctx.key(dropout_id_);
   p_ = ctx.training ? shape_.attention_dropout : 0.0f;
 
-  AttentionOperands p = projections(proj_, q_rows, kv_rows, fused_);
+  AttentionOperands p = kv_projected_ ? with_projected(proj_, projected_.kv, q_rows)
+                                      : projections(proj_, q_rows, kv_rows, fused_);
   project(xq, xkv, p);
   Tensor c = ctx_.view({q_rows, d});
   if (fused_) {
@@ -139,7 +156,7 @@ void AttentionBlock::project_keys_values(const Tensor& xkv, Tensor& k, Tensor& v
 void AttentionBlock::attend_cached(const Tensor& xq, CachedKeysValues& kv, Tensor& out) {
   const int64_t d = shape_.d_model, rows = xq.dim(0);
   const int64_t blocks = kv.keys.dim(0), length = kv.keys.dim(1);
-  Tensor q = projections(proj_, rows, rows, /*joined=*/false).q, c = ctx_.view({rows, d});
+  Tensor q = proj_.view({rows, d}), c = ctx_.view({rows, d});  // projections()'s q
   linear_forward(xq, q_w_->compute, q_b_->compute, q);
   // The lengths mask each block's positions beyond those decoded so far, or its source's padding.
   // On the GPU one kernel does the whole attention (five launches fewer per attention, twelve
@@ -193,17 +210,21 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   WeightGradQueue* q_queue = queue != nullptr && dq_.capacity > 0 ? queue : nullptr;
   // Else cross-attention: the out projection's weight gradient waits for q's (project_backward),
   // the two d x d products over the query rows then run as one launch. d_out and the context stay
-  // as they are until then (the attention backward writes the workspace's a1 and a_proj only).
+  // as they are until then (the attention backward writes the workspace's a1 and a_proj only,
+  // and with projected keys and values their gradients' columns of d_kv).
+  const Tensor& d_keys_values = kv_projected_ ? projected_.d_kv : d_xkv;
   const bool batch_dw = !queue_out && q_queue == nullptr && !self_attention() &&
                         batch_weight_grads_switch.get() && !detail::overlaps(d_out, d_xq) &&
-                        !detail::overlaps(d_out, d_xkv);
+                        !detail::overlaps(d_out, d_keys_values);
   const WeightGradProduct out_dw{d_out, c, o_w_->grad};
   Tensor o_dw = batch_dw || queue_out ? Tensor() : o_w_->grad;
   linear_backward(d_out, c, o_w_->compute, d_ctx, o_dw, no_bias);
   if (queue_out) queue->push(out_dw);
 
-  AttentionOperands in = projections(proj_, q_rows, kv_rows, fused_);
-  AttentionOperands grads = projections(ws.a_proj, q_rows, kv_rows, fused_);
+  AttentionOperands in = kv_projected_ ? with_projected(proj_, projected_.kv, q_rows)
+                                       : projections(proj_, q_rows, kv_rows, fused_);
+  AttentionOperands grads = kv_projected_ ? with_projected(ws.a_proj, projected_.d_kv, q_rows)
+                                          : projections(ws.a_proj, q_rows, kv_rows, fused_);
   if (q_queue != nullptr) grads.q = dq_.view({q_rows, d});  // q_col stays 0, as in.q's
   bool biases_summed = false;
   if (fused_) {
@@ -223,6 +244,7 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
     attention_backward(d_ctx, in.q, in.k, in.v, probs, kv_lengths_, grads.q, grads.k, grads.v, att_,
                        p_, key_);
   }
+  biases_summed_ = biases_summed;
   project_backward(grads, d_xq, d_xkv, d_xq_write, biases_summed, batch_dw ? &out_dw : nullptr,
                    q_queue);
 }
@@ -247,7 +269,8 @@ void AttentionBlock::project_backward(AttentionOperands& grads, Tensor& d_xq, Te
     q_queue->push({grads.q, xq_, q_w_->grad});
   else if (out_dw != nullptr)
     linear_weight_grads({*out_dw, {grads.q, xq_, q_w_->grad}});
-  if (fused_) {  // one GEMM for the key and value paths
+  if (kv_projected_) return;  // their products are the caller's (CrossKeysValues)
+  if (fused_) {               // one GEMM for the key and value paths
     linear_backward(grads.k, xkv_, in_w_->compute, d_xkv, in_dw, in_db, DxWrite::add);
     return;
   }

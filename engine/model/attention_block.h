@@ -10,6 +10,9 @@
 // Backward is one GEMM per input as well, so the three input-gradient paths are summed inside it
 // instead of by separate adds. Where the fused backward sums the q, k, v bias gradients itself
 // (CUDA, short sentences: from the gradient tiles it stages), those GEMMs skip the column sums.
+// Cross-attention may also be handed its keys and values projected already (ProjectedKeysValues:
+// CrossKeysValues projects every decoder layer's at once); it then projects only its queries, and
+// its backward leaves the key and value products to the caller.
 #pragma once
 
 #include <string>
@@ -33,6 +36,20 @@ struct CachedKeysValues {
   Tensor probs;         // [blocks, heads, queries per block, length] f32 scratch
 };
 
+// Cross-attention keys and values projected outside the block (CrossKeysValues projects every
+// decoder layer's with one GEMM): this layer's k | v are columns [k_col, k_col + 2 * d_model) of
+// kv, and backward writes their gradients into the same columns of d_kv.
+struct ProjectedKeysValues {
+  Tensor kv;    // [batch*kv_len, width] compute dtype, read; width >= k_col + 2 * d_model
+  Tensor d_kv;  // [batch*kv_len, width] compute dtype, this layer's columns written (=)
+  int64_t k_col = 0;
+};
+
+// Whether attention blocks of this shape on `device` take the fused path (joined projections,
+// kernels/fused_attention.h): CUDA where its kernels serve the dtype and head size, the CPU when
+// shape.cpu_fused_attention asks for its f32 reference.
+bool attention_runs_fused(const ModelShape& shape, Device device);
+
 enum class AttentionKind : uint8_t {
   encoder_self,  // queries and keys from one input, every key visible
   decoder_self,  // queries and keys from one input, causal
@@ -44,7 +61,8 @@ class AttentionBlock {
   AttentionBlock(ParamStore& store, const std::string& prefix, const ModelShape& shape,
                  AttentionKind kind, uint32_t dropout_id);
 
-  // Activation buffers for up to max_q_rows queries, max_kv_rows keys, and max_scores scores.
+  // Activation buffers for up to max_q_rows queries, max_kv_rows keys (0 where the keys and
+  // values always come projected: ProjectedKeysValues), and max_scores scores.
   // queue_weight_grads: cross-attention keeps its q projection's gradient in a buffer of its own,
   // so that q's weight-gradient product can wait in the workspace's dw_queue (the out projection's
   // d_out comes from the sublayer's own slot: Sublayer::plan).
@@ -54,8 +72,11 @@ class AttentionBlock {
   // xq: [batch*q_len, d_model]; xkv: [batch*kv_len, d_model] (the same tensor as xq for
   // self-attention); kv_lengths: [batch] i32
   // out: [batch*q_len, d_model] written. xq and xkv must stay alive until backward.
+  // projected: null, or (cross-attention on the fused path) its keys and values already
+  // projected from xkv; the block then reads xkv no more, in forward or backward.
   void forward(const Tensor& xq, const Tensor& xkv, const Tensor& kv_lengths, int64_t batch,
-               int64_t q_len, int64_t kv_len, const StepContext& ctx, Tensor& out);
+               int64_t q_len, int64_t kv_len, const StepContext& ctx, Tensor& out,
+               const ProjectedKeysValues* projected = nullptr);
 
   // d_out: [batch*q_len, d_model]. d_xq written (=) or added to (+=) as d_xq_write says; d_xkv
   // accumulated (+=). For self-attention they must alias, and the sum of all three paths is
@@ -65,10 +86,19 @@ class AttentionBlock {
   // backward (out_proj's when d_out is not in a shared workspace slot; cross-attention's q with its
   // own gradient buffer) are queued there instead of run: the weight gradients are then complete
   // only after the queue's flush.
+  // After a forward with projected keys and values, d_xkv is left alone: the gradients of the
+  // projections go to projected->d_kv instead, and their products (d_xkv, the k and v weight
+  // gradients, their bias gradients unless backward_summed_biases()) are the caller's.
   void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws,
                 DxWrite d_xq_write);
   // out_proj's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.
   Tensor& output_bias_grad() { return o_b_->grad; }
+  // Whether the last backward's fused attention added the q, k, v bias gradients itself.
+  bool backward_summed_biases() const { return biases_summed_; }
+  // The joined input projections: q | k | v (self-attention) or k | v (cross-attention),
+  // [3d or 2d, d_model] and [3d or 2d].
+  const ParamGroup* joined_weights() const { return in_w_; }
+  const ParamGroup* joined_biases() const { return in_b_; }
 
   // Decoding, no dropout, the projections of forward. xkv: [rows, d_model]; k, v: [rows,
   // d_model] written: the keys and values forward computes from xkv (a source's, for its cache).
@@ -90,6 +120,10 @@ class AttentionBlock {
   // else three dense matrices.
   AttentionOperands projections(const Buffer& buffer, int64_t q_rows, int64_t kv_rows,
                                 bool joined) const;
+  // The same with the keys and values projected outside: q [q_rows, d] carved from `buffer`, k | v
+  // the columns of kv_all (projected_.kv in forward, projected_.d_kv in backward).
+  AttentionOperands with_projected(const Buffer& buffer, const Tensor& kv_all,
+                                   int64_t q_rows) const;
   // Forward's projections of xq and xkv into p (laid out by projections(.., fused_)).
   void project(const Tensor& xq, const Tensor& xkv, AttentionOperands& p);
   // Backward's: the gradients `grads` of the projections back to d_xq (= or +=, d_xq_write) and
@@ -123,6 +157,9 @@ class AttentionBlock {
   bool kept_bits_ = false;
   // What forward saw, for backward.
   Tensor xq_, xkv_, kv_lengths_;
+  bool kv_projected_ = false;
+  ProjectedKeysValues projected_;
+  bool biases_summed_ = false;  // what the last backward's fused attention did
   AttentionShape att_;
   RngKey key_;
   float p_ = 0;

@@ -44,6 +44,44 @@ const ParamGroup* ParamStore::join(const std::vector<Param*>& members) {
   return &groups_.back();
 }
 
+const ParamGroup* ParamStore::join_groups(const std::vector<const ParamGroup*>& parts,
+                                          const Param* before) {
+  if (parts.empty()) throw std::logic_error("joined parameter group without parts");
+  auto joined_member = [&](const Param* p) {
+    for (const JoinedGroups& j : joined_)
+      if (std::find(j.group.members.begin(), j.group.members.end(), p) != j.group.members.end())
+        return true;
+    return false;
+  };
+  ParamGroup g;
+  g.shape = parts[0]->shape;
+  g.shape[0] = 0;
+  for (const ParamGroup* part : parts) {
+    const bool made_by_join = std::any_of(groups_.begin(), groups_.end(),
+                                          [&](const ParamGroup& own) { return &own == part; });
+    if (!made_by_join) throw std::logic_error("joined parameter group: a part not made by join()");
+    const Param* first = part->members[0];
+    const Param* model = parts[0]->members[0];
+    if (first->kind != model->kind || first->shape != model->shape)
+      throw std::logic_error("joined parameter group of mixed kinds or shapes: " + model->name +
+                             ", " + first->name);
+    for (Param* p : part->members) {
+      if (joined_member(p) || std::find(g.members.begin(), g.members.end(), p) != g.members.end())
+        throw std::logic_error("parameter in two joined groups: " + p->name);
+      g.members.push_back(p);
+    }
+    g.shape[0] += part->shape[0];
+  }
+  const bool own =
+      std::any_of(params_.begin(), params_.end(), [&](const Param& p) { return &p == before; });
+  if (!own || joined_member(before) ||
+      std::find(g.members.begin(), g.members.end(), before) != g.members.end())
+    throw std::logic_error(
+        "joined parameter group: `before` must be a parameter in no joined group");
+  joined_.push_back(JoinedGroups{std::move(g), before});
+  return &joined_.back().group;
+}
+
 static Tensor view_at(const Buffer& b, int64_t offset, const std::vector<int64_t>& shape) {
   Tensor t = b.flat();
   t.data = b.data ? static_cast<char*>(b.data) + offset * static_cast<int64_t>(dtype_size(b.dtype))
@@ -60,24 +98,29 @@ static Tensor view_of(const Buffer& b, const Param& p) {
 void ParamStore::finalize(Arena& arena, DType compute_dtype) {
   compute_dtype_ = compute_dtype;
   total_ = 0;
-  // Reverse registration order; a group's members go together where the first of them comes.
+  // Reverse registration order; a group's members go together where the first of them comes, a
+  // joined group's directly in front of the parameter (or group) it names.
   std::map<const Param*, const ParamGroup*> group_of;
   for (const ParamGroup& g : groups_)
     for (const Param* p : g.members) group_of[p] = &g;
-  std::set<const Param*> placed;
-  auto place = [&](Param& p) {
-    p.offset = total_;
-    total_ += p.numel;
-    placed.insert(&p);
+  std::set<const Param*> joined, placed;
+  for (const JoinedGroups& j : joined_)
+    joined.insert(j.group.members.begin(), j.group.members.end());
+  auto place = [&](const std::vector<Param*>& members) {
+    for (Param* p : members) {
+      p->offset = total_;
+      total_ += p->numel;
+      placed.insert(p);
+    }
   };
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
-    if (placed.count(&*it)) continue;
+    if (placed.count(&*it) || joined.count(&*it)) continue;
     auto g = group_of.find(&*it);
-    if (g == group_of.end()) {
-      place(*it);
-      continue;
-    }
-    for (Param* member : g->second->members) place(*member);
+    const std::vector<Param*> unit =
+        g == group_of.end() ? std::vector<Param*>{&*it} : g->second->members;
+    for (const JoinedGroups& j : joined_)
+      if (std::find(unit.begin(), unit.end(), j.before) != unit.end()) place(j.group.members);
+    place(unit);
   }
   master_ = arena.allocate("params.master", DType::f32, total_);
   grads_ = arena.allocate("params.grad", DType::f32, total_);
@@ -88,12 +131,14 @@ void ParamStore::finalize(Arena& arena, DType compute_dtype) {
     p.compute = compute_dtype == DType::f32 ? p.value : view_of(compute_, p);
     p.grad = view_of(grads_, p);
   }
-  for (ParamGroup& g : groups_) {
+  auto set_views = [&](ParamGroup& g) {
     const int64_t offset = g.members[0]->offset;
     g.compute = compute_dtype == DType::f32 ? view_at(master_, offset, g.shape)
                                             : view_at(compute_, offset, g.shape);
     g.grad = view_at(grads_, offset, g.shape);
-  }
+  };
+  for (ParamGroup& g : groups_) set_views(g);
+  for (JoinedGroups& j : joined_) set_views(j.group);
 }
 
 void ParamStore::sync_compute() {

@@ -30,7 +30,9 @@ struct Param {
 // Parameters of one shape laid out back to back, in `members` order, and seen as one tensor whose
 // first dimension is the members' sum: the q, k and v projection weights as one [3d, d] matrix, so
 // one GEMM computes all three projections. The members stay parameters of their own (names,
-// checkpoints, initialisation); the joined views are set by finalize().
+// checkpoints, initialisation); the joined views are set by finalize(). A group may itself be
+// joined with others into a bigger one (ParamStore::join_groups); its views are then slices of
+// that one's.
 struct ParamGroup {
   std::vector<Param*> members;
   std::vector<int64_t> shape;  // e.g. [3 * out, in]
@@ -49,6 +51,16 @@ class ParamStore {
   // pointer stays valid for the store's life; views are set by finalize(). Throws
   // std::logic_error for an empty group, mixed shapes or kinds, or a parameter in two groups.
   const ParamGroup* join(const std::vector<Param*>& members);
+
+  // Joins groups made by join() (members of one kind and shape) into one group whose members are
+  // theirs, part after part: every decoder layer's cross-attention k|v [2d, d] as one [L * 2d, d]
+  // matrix [k0; v0; k1; v1; ...], so one GEMM projects all layers. Each part keeps its views,
+  // now slices of the joined one's. The joined group is laid out as a whole directly in front of
+  // `before` (in front of its group, if it has one), not where its members would have gone: the
+  // caller puts it where backward finishes its gradients. Throws std::logic_error for no parts, a
+  // part not made by join() or already joined, mixed kinds or shapes, or a `before` that is not a
+  // parameter of this store in no joined group.
+  const ParamGroup* join_groups(const std::vector<const ParamGroup*>& parts, const Param* before);
 
   // Lays out every parameter and carves master and gradient buffers from the arena, plus a working
   // copy in `compute_dtype` when that is not f32 (mixed precision).
@@ -76,6 +88,12 @@ class ParamStore {
  private:
   std::deque<Param> params_;
   std::deque<ParamGroup> groups_;
+  // join_groups' groups, each with the parameter it is laid out in front of.
+  struct JoinedGroups {
+    ParamGroup group;
+    const Param* before;
+  };
+  std::deque<JoinedGroups> joined_;
   int64_t total_ = 0;
   DType compute_dtype_ = DType::f32;
   Buffer master_, grads_, compute_;

@@ -64,11 +64,27 @@ Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_row
   add_stage(stages, first);
   src_embed_dropout_ = dropout_ids_.take();
   tgt_embed_dropout_ = dropout_ids_.take();
+  const size_t decoder_first_param = params_.params().size(), decoder_first_stage = stages.size();
   for (int64_t i = 0; i < shape.decoder_layers; ++i) {
     first = params_.params().size();
     decoder_.push_back(std::make_unique<DecoderLayer>(
         params_, "decoder.layers." + std::to_string(i), shape, dropout_ids_));
     add_stage(stages, first);
+  }
+  if (!decoder_.empty()) {
+    // The cross-attention keys and values of all layers as one group, laid out after the decoder
+    // layers (in front of what was registered just before them): their gradients are final only
+    // once the whole decoder stack's backward ran (CrossKeysValues::backward), so they are a stage
+    // of their own, after the layers' in backward order.
+    std::vector<const AttentionBlock*> cross;
+    for (const auto& layer : decoder_) cross.push_back(&layer->cross_attention());
+    cross_kv_ = std::make_unique<CrossKeysValues>(params_, cross,
+                                                  &params_.params()[decoder_first_param - 1]);
+    const std::vector<const Param*> kv = cross_kv_->params();
+    for (size_t i = decoder_first_stage; i < stages.size(); ++i)
+      std::erase_if(stages[i],
+                    [&](const Param* p) { return std::find(kv.begin(), kv.end(), p) != kv.end(); });
+    stages.insert(stages.begin() + static_cast<std::ptrdiff_t>(decoder_first_stage), kv);
   }
   if (shape.pre_norm) {
     first = params_.params().size();
@@ -121,7 +137,11 @@ void Transformer::allocate(Arena& arena) {
   int64_t max_scores = rows * max_len_ * shape_.heads;
   queue_planned_ = queue_weight_grads_switch.get();
   for (auto& layer : encoder_) layer->plan(arena, rows, max_scores, queue_planned_);
-  for (auto& layer : decoder_) layer->plan(arena, rows, max_scores, queue_planned_);
+  // One GEMM for every layer's cross-attention keys and values where all of them run fused.
+  const bool cross_kv_on =
+      cross_kv_ && cross_kv_all_layers() && attention_runs_fused(shape_, arena.device());
+  if (cross_kv_) cross_kv_->plan(arena, rows, act, cross_kv_on);
+  for (auto& layer : decoder_) layer->plan(arena, rows, max_scores, cross_kv_on, queue_planned_);
 }
 
 void Transformer::add_stage(std::vector<std::vector<const Param*>>& stages, size_t first) {
@@ -199,10 +219,14 @@ Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
   if (embed_p_ > 0) dropout_forward(y, y, embed_p_, tgt_embed_key_);
   const NormInto final_into =
       into_final_norm(dec_norm_g_, dec_norm_b_, dec_final_, dec_mean_, dec_rstd_, rows);
+  const bool all_kv = cross_kv_ && cross_kv_->on();
+  if (all_kv) cross_kv_->forward(enc_out);  // every layer's cross-attention keys and values
   for (size_t i = 0; i < decoder_.size(); ++i) {
     const NormInto next = i + 1 < decoder_.size() ? decoder_[i + 1]->input_norm(rows) : final_into;
+    const ProjectedKeysValues kv =
+        all_kv ? cross_kv_->layer(static_cast<int64_t>(i)) : ProjectedKeysValues{};
     y = decoder_[i]->forward(y, lengths, enc_out, src_lengths, batch_, tgt_len_, src_len_, ctx,
-                             shape_.pre_norm ? &next : nullptr, i > 0);
+                             shape_.pre_norm ? &next : nullptr, i > 0, all_kv ? &kv : nullptr);
   }
   dec_last_ = y;
   if (shape_.pre_norm && !decoder_.empty()) return final_into.y;
@@ -288,12 +312,19 @@ void Transformer::backward(Tensor& d_dec) {
                         decoder_.empty() ? nullptr : &top);
     stage_done(stage++);
   }
+  // The encoder output's gradient: each layer's cross-attention adds its keys' and values' paths,
+  // or (all layers projected at once) one product writes their sum after the decoder stack.
   Tensor d_enc = d_enc_.view({s_rows, d});
-  fill_zero(d_enc);
+  const bool all_kv = cross_kv_ && cross_kv_->on();
+  if (!all_kv) fill_zero(d_enc);
   for (size_t i = decoder_.size(); i-- > 0;) {
     const BranchTail below = i > 0 ? decoder_[i - 1]->output_tail() : BranchTail{};
     decoder_[i]->backward(d_dec, d_enc, ws_, pre && i > 0 ? &below : nullptr, pre);
     stage_done(stage++);
+  }
+  if (cross_kv_) {
+    if (all_kv) cross_kv_->backward(d_enc);
+    stage_done(stage++);  // every layer's cross-attention k and v
   }
   if (embed_p_ > 0) dropout_backward(d_dec, d_dec, embed_p_, tgt_embed_key_);
   embedding_backward(tgt_in_.view({t_rows}), d_dec, tgt_embed_->grad, scale, kPadId);

@@ -9,6 +9,7 @@
 
 #include "data/batch.h"
 #include "engine/model/arena.h"
+#include "engine/model/cross_keys_values.h"
 #include "engine/model/model_shape.h"
 #include "engine/model/param_store.h"
 #include "engine/model/train_graphs.h"
@@ -133,6 +134,9 @@ class Transformer {
   uint32_t src_embed_dropout_ = 0, tgt_embed_dropout_ = 0;
   std::vector<std::unique_ptr<EncoderLayer>> encoder_;
   std::vector<std::unique_ptr<DecoderLayer>> decoder_;
+  // Every decoder layer's cross-attention keys and values in one GEMM (null without decoder
+  // layers).
+  std::unique_ptr<CrossKeysValues> cross_kv_;
   // Parameters whose gradients backward finishes together, in backward order (see transformer.cpp).
   std::vector<std::vector<const Param*>> stages_;
   GradReadyHook grad_ready_;

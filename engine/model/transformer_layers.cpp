@@ -60,11 +60,12 @@ DecoderLayer::DecoderLayer(ParamStore& store, const std::string& prefix, const M
       ffn_(store, prefix, shape, ids.take()),
       ffn_sub_(store, prefix + ".final_layer_norm", shape, ids.take()) {}
 
-void DecoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores,
+void DecoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores, bool cross_kv_projected,
                         bool queue_weight_grads) {
   self_attn_.plan(arena, max_rows, max_rows, max_scores, queue_weight_grads);
   self_attn_sub_.plan(arena, max_rows, queue_weight_grads);
-  cross_attn_.plan(arena, max_rows, max_rows, max_scores, queue_weight_grads);
+  cross_attn_.plan(arena, max_rows, cross_kv_projected ? 0 : max_rows, max_scores,
+                   queue_weight_grads);
   cross_attn_sub_.plan(arena, max_rows, queue_weight_grads);
   ffn_.plan(arena, max_rows);
   ffn_sub_.plan(arena, max_rows);
@@ -73,14 +74,14 @@ void DecoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores,
 Tensor DecoderLayer::forward(const Tensor& y, const Tensor& tgt_lengths, const Tensor& enc_out,
                              const Tensor& src_lengths, int64_t batch, int64_t tgt_len,
                              int64_t src_len, const StepContext& ctx, const NormInto* next,
-                             bool input_normed) {
+                             bool input_normed, const ProjectedKeysValues* cross_kv) {
   return run(
       y, ctx,
       [&](const Tensor& in, Tensor& out) {
         self_attn_.forward(in, in, tgt_lengths, batch, tgt_len, tgt_len, ctx, out);
       },
       [&](const Tensor& in, Tensor& out) {
-        cross_attn_.forward(in, enc_out, src_lengths, batch, tgt_len, src_len, ctx, out);
+        cross_attn_.forward(in, enc_out, src_lengths, batch, tgt_len, src_len, ctx, out, cross_kv);
       },
       next, input_normed);
 }

@@ -55,18 +55,24 @@ class DecoderLayer {
  public:
   DecoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
                DropoutIds& ids);
-  // queue_weight_grads: as EncoderLayer::plan's.
-  void plan(Arena& arena, int64_t max_rows, int64_t max_scores, bool queue_weight_grads = false);
-  // y: [batch*tgt_len, d_model]; enc_out: [batch*src_len, d_model].
+  // cross_kv_projected: the cross-attention's keys and values always come projected
+  // (CrossKeysValues), so it plans no buffer for them. queue_weight_grads: as EncoderLayer::plan's.
+  void plan(Arena& arena, int64_t max_rows, int64_t max_scores, bool cross_kv_projected,
+            bool queue_weight_grads = false);
+  // y: [batch*tgt_len, d_model]; enc_out: [batch*src_len, d_model]. cross_kv: null, or the
+  // cross-attention's keys and values already projected from enc_out (AttentionBlock::forward).
   Tensor forward(const Tensor& y, const Tensor& tgt_lengths, const Tensor& enc_out,
                  const Tensor& src_lengths, int64_t batch, int64_t tgt_len, int64_t src_len,
-                 const StepContext& ctx, const NormInto* next = nullptr, bool input_normed = false);
-  // grad: gradient of the output in, of the input out (in place); d_enc_out accumulated (+=).
+                 const StepContext& ctx, const NormInto* next = nullptr, bool input_normed = false,
+                 const ProjectedKeysValues* cross_kv = nullptr);
+  // grad: gradient of the output in, of the input out (in place); d_enc_out accumulated (+=),
+  // unless forward's keys and values came projected (then their gradients go to cross_kv->d_kv).
   // `below`, `branch_ready`: as EncoderLayer::backward's.
   void backward(Tensor& grad, Tensor& d_enc_out, Workspace& ws, const BranchTail* below = nullptr,
                 bool branch_ready = false);
   NormInto input_norm(int64_t rows) const { return self_attn_sub_.input_norm(rows); }
   BranchTail output_tail() { return ffn_sub_.branch_tail(ffn_.output_bias_grad()); }
+  const AttentionBlock& cross_attention() const { return cross_attn_; }
 
   // Decoding (engine/decode/incremental_decoder.h drives it), dropout off. memory: [sources *
   // src_len, d_model] encoder output; cache.cross.keys/values [sources, src_len, d_model] written.

@@ -12,7 +12,9 @@ struct Workspace {
   // Sublayer (norm/residual wrapper) slots.
   Buffer s1, s2;  // [max_rows, d_model], all in the activation dtype (s1: pre-norm only)
   // AttentionBlock slots: a1 [max_rows, d_model]; a_proj [3 * max_rows * d_model], the gradients
-  // of the q, k and v projections in the block's layout (AttentionBlock::projections).
+  // of the q, k and v projections in the block's layout (AttentionBlock::projections). Keys and
+  // values projected for all decoder layers at once keep their gradients outside the workspace
+  // (CrossKeysValues' d_kv_all, alive across the whole decoder backward).
   Buffer a1, a_proj;
   // FeedForwardBlock slot.
   Buffer f1;  // [max_rows, ffn_dim]
