@@ -1,5 +1,5 @@
-// What the GPU training-step suites share: two small batch shapes to interleave, and a tensor's
-// values as bits (for comparing gradients exactly).
+// What the GPU training-step suites share: a small model with dropout everywhere, two small batch
+// shapes to interleave, and a tensor's values as bits (for comparing gradients exactly).
 #pragma once
 
 #include <cstdint>
@@ -7,10 +7,29 @@
 #include <vector>
 
 #include "data/batch.h"
+#include "engine/model/model_shape.h"
 #include "kernels/elementwise.h"
 #include "kernels/tensor.h"
 
 namespace nmt::test {
+
+// d_model 128 (the LayerNorm kernels' 8-element register path), two heads, dropout 0.1 at every
+// site, two encoder layers.
+inline ModelShape dropout_step_shape(DType dtype, bool pre_norm, int64_t decoder_layers) {
+  ModelShape s;
+  s.vocab = 101;
+  s.d_model = 128;
+  s.heads = 2;
+  s.ffn_dim = 264;
+  s.encoder_layers = 2;
+  s.decoder_layers = decoder_layers;
+  s.dropout = 0.1f;
+  s.attention_dropout = 0.1f;
+  s.relu_dropout = 0.1f;
+  s.pre_norm = pre_norm;
+  s.compute_dtype = dtype;
+  return s;
+}
 
 // Two shapes: 3 sentences x (16, 8) padded tokens (which == 0) and 2 x (8, 16).
 inline Batch batch_of_shape(int which) {

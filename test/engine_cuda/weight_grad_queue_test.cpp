@@ -19,19 +19,7 @@
 namespace {
 
 nmt::ModelShape shape_for(nmt::DType dtype, bool pre_norm) {
-  nmt::ModelShape s;
-  s.vocab = 101;
-  s.d_model = 128;
-  s.heads = 2;
-  s.ffn_dim = 264;
-  s.encoder_layers = 2;
-  s.decoder_layers = 3;
-  s.dropout = 0.1f;
-  s.attention_dropout = 0.1f;
-  s.relu_dropout = 0.1f;
-  s.pre_norm = pre_norm;
-  s.compute_dtype = dtype;
-  return s;
+  return nmt::test::dropout_step_shape(dtype, pre_norm, 3);
 }
 
 std::unique_ptr<nmt::Transformer> model_with(const nmt::ModelShape& shape, bool queue) {
