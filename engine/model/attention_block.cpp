@@ -53,15 +53,17 @@ AttentionBlock::AttentionBlock(ParamStore& store, const std::string& prefix,
 }
 
 void AttentionBlock::plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows, int64_t max_scores,
-                          bool queue_weight_grads) {
+                          QueuedGrads queued) {
   int64_t d = shape_.d_model;
   proj_ = arena.allocate("attn.proj", shape_.compute_dtype, (max_q_rows + 2 * max_kv_rows) * d);
   ctx_ = arena.allocate("attn.ctx", shape_.compute_dtype, max_q_rows * d);
-  if (queue_weight_grads && !self_attention())
+  if (queued != QueuedGrads::none && !self_attention())
     dq_ = arena.allocate("attn.dq", shape_.compute_dtype, max_q_rows * d);
   // The fused kernel keeps one log-sum-exp per query and head instead of every probability.
   const Device device = arena.device();
   fused_ = attention_runs_fused(shape_, device);
+  if (queued == QueuedGrads::all && fused_ && self_attention())
+    dqkv_ = arena.allocate("attn.dqkv", shape_.compute_dtype, 3 * max_q_rows * d);
   if (fused_) {
     lse_ = arena.allocate("attn.lse", DType::f32, max_q_rows * shape_.heads);
     // Where the CUDA kernels keep the dropout mask for backward: two words per query and head.
@@ -205,9 +207,10 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   // The model's queue (WeightGradQueue) takes the out projection's product where d_out outlives
   // this layer (the sublayer's own slot; the context is this block's), and cross-attention's q
   // product where q's gradient goes to dq_.
-  WeightGradQueue* queue = ws.dw_queue != nullptr && ws.dw_queue->enabled() ? ws.dw_queue : nullptr;
+  WeightGradQueue* queue = ws.open_queue();
   const bool queue_out = queue != nullptr && !ws.holds(d_out);
-  WeightGradQueue* q_queue = queue != nullptr && dq_.capacity > 0 ? queue : nullptr;
+  WeightGradQueue* q_queue =
+      queue != nullptr && (dq_.capacity > 0 || dqkv_.capacity > 0) ? queue : nullptr;
   // Else cross-attention: the out projection's weight gradient waits for q's (project_backward),
   // the two d x d products over the query rows then run as one launch. d_out and the context stay
   // as they are until then (the attention backward writes the workspace's a1 and a_proj only,
@@ -223,9 +226,10 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
 
   AttentionOperands in = kv_projected_ ? with_projected(proj_, projected_.kv, q_rows)
                                        : projections(proj_, q_rows, kv_rows, fused_);
+  const Buffer& grads_buffer = dqkv_.capacity > 0 ? dqkv_ : ws.a_proj;
   AttentionOperands grads = kv_projected_ ? with_projected(ws.a_proj, projected_.d_kv, q_rows)
-                                          : projections(ws.a_proj, q_rows, kv_rows, fused_);
-  if (q_queue != nullptr) grads.q = dq_.view({q_rows, d});  // q_col stays 0, as in.q's
+                                          : projections(grads_buffer, q_rows, kv_rows, fused_);
+  if (dq_.capacity > 0 && q_queue != nullptr) grads.q = dq_.view({q_rows, d});  // q_col 0
   bool biases_summed = false;
   if (fused_) {
     Tensor lse = lse_.view({att_.batch, att_.heads, att_.q_len});
@@ -258,7 +262,9 @@ void AttentionBlock::project_backward(AttentionOperands& grads, Tensor& d_xq, Te
   Tensor in_dw = in_w_->grad, in_db = biases_summed ? Tensor() : in_b_->grad;
   Tensor q_db = biases_summed ? Tensor() : q_b_->grad;
   if (fused_ && self_attention()) {  // one GEMM sums the q, k and v paths
+    if (q_queue != nullptr) in_dw = Tensor();
     linear_backward(grads.q, xq_, in_w_->compute, d_xq, in_dw, in_db, d_xq_write);
+    if (q_queue != nullptr) q_queue->push({grads.q, xq_, in_w_->grad});
     return;
   }
   // d_xq first (= or +=), then the key and value paths (+=, each product adding into d_xkv):

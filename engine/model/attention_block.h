@@ -63,11 +63,12 @@ class AttentionBlock {
 
   // Activation buffers for up to max_q_rows queries, max_kv_rows keys (0 where the keys and
   // values always come projected: ProjectedKeysValues), and max_scores scores.
-  // queue_weight_grads: cross-attention keeps its q projection's gradient in a buffer of its own,
-  // so that q's weight-gradient product can wait in the workspace's dw_queue (the out projection's
-  // d_out comes from the sublayer's own slot: Sublayer::plan).
+  // queued: from QueuedGrads::attention, cross-attention keeps its q projection's gradient in a
+  // buffer of its own, so that q's weight-gradient product can wait in the workspace's dw_queue
+  // (the out projection's d_out comes from the sublayer's own slot: Sublayer::plan); with all,
+  // fused self-attention keeps its joined q | k | v gradient too.
   void plan(Arena& arena, int64_t max_q_rows, int64_t max_kv_rows, int64_t max_scores,
-            bool queue_weight_grads = false);
+            QueuedGrads queued = QueuedGrads::none);
 
   // xq: [batch*q_len, d_model]; xkv: [batch*kv_len, d_model] (the same tensor as xq for
   // self-attention); kv_lengths: [batch] i32
@@ -131,7 +132,8 @@ class AttentionBlock {
   // them already). out_dw: null, or the output projection's weight-gradient product, left for
   // here by backward so that it and q's (both d x d over the query rows) go out as one batched
   // launch (cross-attention; linear_weight_grads).
-  // q_queue: where q's weight-gradient product waits instead (null: run here).
+  // q_queue: where q's weight-gradient product waits instead (null: run here); for fused
+  // self-attention, the joined q | k | v product's.
   void project_backward(AttentionOperands& grads, Tensor& d_xq, Tensor& d_xkv, DxWrite d_xq_write,
                         bool biases_summed, const WeightGradProduct* out_dw,
                         WeightGradQueue* q_queue);
@@ -144,7 +146,8 @@ class AttentionBlock {
   const ParamGroup *in_w_, *in_b_;
   Buffer proj_;  // [max_q_rows * d + 2 * max_kv_rows * d]: forward's projections
   Buffer ctx_;
-  Buffer dq_;  // [max_q_rows, d]: cross-attention's q gradient, where planned (queue_weight_grads)
+  Buffer dq_;    // [max_q_rows, d]: cross-attention's q gradient, where planned (queued)
+  Buffer dqkv_;  // [max_q_rows, 3d]: fused self-attention's q | k | v gradient, where planned
   // Saved for backward: probs_ [batch, heads, q_len, kv_len] f32 (unfused), or lse_
   // [batch, heads, q_len] f32 when the fused kernel serves this dtype and head size (fused_; then
   // training also projects through the joined in_w_ / in_b_).

@@ -17,8 +17,10 @@ FeedForwardBlock::FeedForwardBlock(ParamStore& store, const std::string& prefix,
   fc2_b_ = store.add(prefix + ".fc2.bias", {d}, ParamKind::bias);
 }
 
-void FeedForwardBlock::plan(Arena& arena, int64_t max_rows) {
+void FeedForwardBlock::plan(Arena& arena, int64_t max_rows, bool own_hidden_grad) {
   hidden_ = arena.allocate("ffn.hidden", shape_.compute_dtype, max_rows * shape_.ffn_dim);
+  if (own_hidden_grad)
+    d_hidden_ = arena.allocate("ffn.d_hidden", shape_.compute_dtype, max_rows * shape_.ffn_dim);
 }
 
 void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& out) {
@@ -36,14 +38,19 @@ void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
                                 DxWrite d_x_write) {
   int64_t rows = x_.dim(0);
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
-  Tensor dh = ws.f1.view({rows, shape_.ffn_dim});
+  WeightGradQueue* queue = d_hidden_.capacity > 0 ? ws.open_queue() : nullptr;
+  const bool queue_fc2 = queue != nullptr && !ws.holds(d_out);
+  Tensor dh = (queue != nullptr ? d_hidden_ : ws.f1).view({rows, shape_.ffn_dim});
   Tensor no_bias;  // a bias gradient added elsewhere: linear_backward skips its column sums
-  linear_backward(d_out, h, fc2_w_->compute, dh, fc2_w_->grad, no_bias);
+  Tensor fc2_dw = queue_fc2 ? Tensor() : fc2_w_->grad, fc1_dw = queue ? Tensor() : fc1_w_->grad;
+  linear_backward(d_out, h, fc2_w_->compute, dh, fc2_dw, no_bias);
+  if (queue_fc2) queue->push({d_out, h, fc2_w_->grad});
   // h holds the relu output after dropout: h > 0 exactly where dropout kept the element and the
   // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn. The
   // same pass adds fc1's bias gradient (dh's column sums) instead of a second read of dh.
   relu_dropout_backward_bias(dh, h, dh, p_, fc1_b_->grad);
-  linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_w_->grad, no_bias, d_x_write);
+  linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_dw, no_bias, d_x_write);
+  if (queue != nullptr) queue->push({dh, x_, fc1_w_->grad});
 }
 
 }  // namespace nmt

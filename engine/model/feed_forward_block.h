@@ -16,13 +16,18 @@ class FeedForwardBlock {
  public:
   FeedForwardBlock(ParamStore& store, const std::string& prefix, const ModelShape& shape,
                    uint32_t dropout_id);
-  void plan(Arena& arena, int64_t max_rows);
+  // own_hidden_grad: fc1's output gradient goes to a buffer of this block's instead of the
+  // workspace's f1, so that fc1's weight-gradient product can wait in the workspace's dw_queue
+  // (QueuedGrads::all; fc2's reads the sublayer's own d_f slot).
+  void plan(Arena& arena, int64_t max_rows, bool own_hidden_grad = false);
 
   // x: [rows, d_model], kept alive until backward; out: [rows, d_model] written.
   void forward(const Tensor& x, const StepContext& ctx, Tensor& out);
   // d_out: [rows, d_model]; d_x: [rows, d_model] written (=) or added to (+=) as d_x_write says.
   // fc2's bias gradient is not added here: the sublayer adds d_out's column sums into
-  // output_bias_grad() while writing d_out.
+  // output_bias_grad() while writing d_out. Where ws.dw_queue is on and this block has its own
+  // hidden gradient buffer, fc1's and fc2's weight-gradient products (fc2's only where d_out is
+  // not in a shared workspace slot) wait there instead of running.
   void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, DxWrite d_x_write);
   // fc2's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.
   Tensor& output_bias_grad() { return fc2_b_->grad; }
@@ -32,6 +37,7 @@ class FeedForwardBlock {
   uint32_t dropout_id_;
   Param *fc1_w_, *fc1_b_, *fc2_w_, *fc2_b_;
   Buffer hidden_;  // [max_rows, ffn_dim]: relu(fc1(x)) after dropout
+  Buffer d_hidden_;  // [max_rows, ffn_dim]: fc1's output gradient, where planned (own_hidden_grad)
   Tensor x_;
   RngKey key_;
   float p_ = 0;

@@ -21,11 +21,27 @@ namespace {
 // NMT_QUEUE_WEIGHT_GRADS=0: the attention blocks run their d x d weight-gradient products in their
 // layer's backward, and the model plans no buffers for holding them back (for A/B timing).
 EnvSwitch queue_weight_grads_switch("NMT_QUEUE_WEIGHT_GRADS", /*default_on=*/true);
+// NMT_QUEUE_LARGE_WEIGHT_GRADS=0: the queue takes only the attention's d x d products, not
+// self-attention's joined q | k | v and the feed-forward fc1 and fc2 ones (whose gradients need
+// buffers of their own: memory).
+EnvSwitch queue_large_weight_grads_switch("NMT_QUEUE_LARGE_WEIGHT_GRADS", /*default_on=*/true);
 
 }  // namespace
 
 void set_queue_weight_grads(bool on) {
   queue_weight_grads_switch.set(on);
+}
+
+void set_queue_large_weight_grads(bool on) {
+  queue_large_weight_grads_switch.set(on);
+}
+
+bool queue_weight_grads() {
+  return queue_weight_grads_switch.get();
+}
+
+bool queue_large_weight_grads() {
+  return queue_large_weight_grads_switch.get();
 }
 
 Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len)
@@ -135,13 +151,16 @@ void Transformer::allocate(Arena& arena) {
   d_enc_ = arena.allocate("d_enc", act, rows * d);
   d_dec_ = arena.allocate("d_dec", act, rows * d);
   int64_t max_scores = rows * max_len_ * shape_.heads;
-  queue_planned_ = queue_weight_grads_switch.get();
-  for (auto& layer : encoder_) layer->plan(arena, rows, max_scores, queue_planned_);
+  const QueuedGrads queued = !queue_weight_grads_switch.get()        ? QueuedGrads::none
+                             : queue_large_weight_grads_switch.get() ? QueuedGrads::all
+                                                                     : QueuedGrads::attention;
+  queue_planned_ = queued != QueuedGrads::none;
+  for (auto& layer : encoder_) layer->plan(arena, rows, max_scores, queued);
   // One GEMM for every layer's cross-attention keys and values where all of them run fused.
   const bool cross_kv_on =
       cross_kv_ && cross_kv_all_layers() && attention_runs_fused(shape_, arena.device());
   if (cross_kv_) cross_kv_->plan(arena, rows, act, cross_kv_on);
-  for (auto& layer : decoder_) layer->plan(arena, rows, max_scores, cross_kv_on, queue_planned_);
+  for (auto& layer : decoder_) layer->plan(arena, rows, max_scores, cross_kv_on, queued);
 }
 
 void Transformer::add_stage(std::vector<std::vector<const Param*>>& stages, size_t first) {

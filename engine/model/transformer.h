@@ -27,12 +27,20 @@ inline int64_t planned_rows(int64_t token_budget, int64_t widest) {
   return token_budget > widest ? token_budget : widest;
 }
 
-// Whether models built from now on hold the attention blocks' d x d weight-gradient products back
-// to the end of backward and run them as batched launches (engine/model/weight_grad_queue.h). On by
-// default; NMT_QUEUE_WEIGHT_GRADS=0 in the environment, or set_queue_weight_grads(false), turns it
-// off (a model reads it when it plans its memory, in its constructor). The gradients are the same
-// bits on the CPU; on the GPU the batch kernel's summation order moves their last bits.
+// Whether models built from now on hold weight-gradient products back to the end of backward and
+// run them as batched launches (engine/model/weight_grad_queue.h): the attention blocks' d x d ones
+// (out projections, cross-attention's q) and, with the second switch, self-attention's joined
+// q | k | v and the feed-forward fc1 and fc2 ones too. Their operands get buffers of their own: on
+// Transformer-base at 8192 rows in bf16, 192 MiB for the first kind and 768 MiB more for the second
+// (an H100: base steps 9.37 -> 9.18 -> 8.80 ms, docs/perf.md session 14). Both on by default;
+// NMT_QUEUE_WEIGHT_GRADS=0 / NMT_QUEUE_LARGE_WEIGHT_GRADS=0 in the environment, or the setters,
+// turn them off (a model reads them when it plans its memory, in its constructor). The gradients
+// are the same bits on the CPU; on the GPU the batch kernel's summation order moves the queued
+// ones' last bits.
 void set_queue_weight_grads(bool on);
+void set_queue_large_weight_grads(bool on);
+bool queue_weight_grads();
+bool queue_large_weight_grads();
 
 class Transformer {
  public:

@@ -10,12 +10,12 @@ EncoderLayer::EncoderLayer(ParamStore& store, const std::string& prefix, const M
       ffn_(store, prefix, shape, ids.take()),
       ffn_sub_(store, prefix + ".final_layer_norm", shape, ids.take()) {}
 
-void EncoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores,
-                        bool queue_weight_grads) {
-  self_attn_.plan(arena, max_rows, max_rows, max_scores, queue_weight_grads);
-  self_attn_sub_.plan(arena, max_rows, queue_weight_grads);
-  ffn_.plan(arena, max_rows);
-  ffn_sub_.plan(arena, max_rows);
+void EncoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores, QueuedGrads queued) {
+  const bool attention = queued != QueuedGrads::none, all = queued == QueuedGrads::all;
+  self_attn_.plan(arena, max_rows, max_rows, max_scores, queued);
+  self_attn_sub_.plan(arena, max_rows, attention);
+  ffn_.plan(arena, max_rows, all);
+  ffn_sub_.plan(arena, max_rows, all);
 }
 
 // Pre-norm: each sublayer computes the next one's LayerNorm in its residual pass (Sublayer).
@@ -61,14 +61,14 @@ DecoderLayer::DecoderLayer(ParamStore& store, const std::string& prefix, const M
       ffn_sub_(store, prefix + ".final_layer_norm", shape, ids.take()) {}
 
 void DecoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores, bool cross_kv_projected,
-                        bool queue_weight_grads) {
-  self_attn_.plan(arena, max_rows, max_rows, max_scores, queue_weight_grads);
-  self_attn_sub_.plan(arena, max_rows, queue_weight_grads);
-  cross_attn_.plan(arena, max_rows, cross_kv_projected ? 0 : max_rows, max_scores,
-                   queue_weight_grads);
-  cross_attn_sub_.plan(arena, max_rows, queue_weight_grads);
-  ffn_.plan(arena, max_rows);
-  ffn_sub_.plan(arena, max_rows);
+                        QueuedGrads queued) {
+  const bool attention = queued != QueuedGrads::none, all = queued == QueuedGrads::all;
+  self_attn_.plan(arena, max_rows, max_rows, max_scores, queued);
+  self_attn_sub_.plan(arena, max_rows, attention);
+  cross_attn_.plan(arena, max_rows, cross_kv_projected ? 0 : max_rows, max_scores, queued);
+  cross_attn_sub_.plan(arena, max_rows, attention);
+  ffn_.plan(arena, max_rows, all);
+  ffn_sub_.plan(arena, max_rows, all);
 }
 
 Tensor DecoderLayer::forward(const Tensor& y, const Tensor& tgt_lengths, const Tensor& enc_out,

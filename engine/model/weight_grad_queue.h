@@ -13,11 +13,20 @@
 // in buffers of their own (Sublayer's branch gradient, the cross-attention's q gradient).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kernels/linear.h"
 
 namespace nmt {
+
+// Which weight-gradient products a model plans to hold back (their operands then get buffers of
+// their own, Transformer's plan).
+enum class QueuedGrads : uint8_t {
+  none,
+  attention,  // the attention blocks' d x d products: out projections, cross-attention's q
+  all,        // those, self-attention's joined q | k | v and the feed-forward fc1 and fc2
+};
 
 class WeightGradQueue {
  public:

@@ -21,6 +21,10 @@ struct Workspace {
   // Where the blocks may hold weight-gradient products back to the end of the model's backward
   // (null, or off: none are held). Set by the model that owns this workspace.
   WeightGradQueue* dw_queue = nullptr;
+  // dw_queue where it is set and on, else null.
+  WeightGradQueue* open_queue() const {
+    return dw_queue != nullptr && dw_queue->enabled() ? dw_queue : nullptr;
+  }
 
   // Whether `t` lies in one of the shared slots above (a layer after this one overwrites it, so a
   // product that reads it cannot wait in dw_queue).

@@ -39,10 +39,14 @@ nmt::Batch ragged_batch() {
 
 // Every gradient after two accumulated backward passes (the queue's products add to what the
 // first left), and the model's arena size.
-std::vector<float> gradients(const ModelShape& shape, bool queue, size_t* arena_bytes) {
-  nmt::set_queue_weight_grads(queue);
+// queue: 0 off, 1 the attention's d x d products, 2 all of them.
+std::vector<float> gradients(const ModelShape& shape, int queue, size_t* arena_bytes) {
+  const bool before = nmt::queue_weight_grads(), large_before = nmt::queue_large_weight_grads();
+  nmt::set_queue_weight_grads(queue > 0);
+  nmt::set_queue_large_weight_grads(queue > 1);
   Transformer model(shape, nmt::Device::cpu, 64, 16);
-  nmt::set_queue_weight_grads(true);
+  nmt::set_queue_weight_grads(before);
+  nmt::set_queue_large_weight_grads(large_before);
   *arena_bytes = model.arena_bytes();
   model.params().initialize(5);
   model.zero_grads();
@@ -61,13 +65,17 @@ TEST_CASE("queued weight gradients are the bits of the products run in their lay
     for (bool fused : {false, true}) {
       INFO("pre_norm " << pre_norm << ", fused attention " << fused);
       const ModelShape shape = small_shape(pre_norm, fused);
-      size_t bytes_off = 0, bytes_on = 0;
-      const std::vector<float> off = gradients(shape, false, &bytes_off);
-      const std::vector<float> on = gradients(shape, true, &bytes_on);
+      size_t bytes_off = 0, bytes_on = 0, bytes_all = 0;
+      const std::vector<float> off = gradients(shape, 0, &bytes_off);
+      const std::vector<float> on = gradients(shape, 1, &bytes_on);
+      const std::vector<float> all = gradients(shape, 2, &bytes_all);
       // The held-back operands have buffers of their own: a larger plan, so the switch took.
       CHECK(bytes_on > bytes_off);
+      CHECK(bytes_all > bytes_on);
       REQUIRE(off.size() == on.size());
+      REQUIRE(off.size() == all.size());
       CHECK(std::memcmp(off.data(), on.data(), off.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(off.data(), all.data(), off.size() * sizeof(float)) == 0);
     }
 }
 
@@ -76,7 +84,10 @@ TEST_CASE("with a grad-ready hook every reported gradient is already final", "[c
   // still waiting in the queue would send a partial gradient.
   for (bool pre_norm : {false, true}) {
     INFO("pre_norm " << pre_norm);
+    const bool large_before = nmt::queue_large_weight_grads();
+    nmt::set_queue_large_weight_grads(true);  // every product the queue can take
     Transformer model(small_shape(pre_norm, true), nmt::Device::cpu, 64, 16);
+    nmt::set_queue_large_weight_grads(large_before);
     model.params().initialize(5);
     model.zero_grads();
     std::vector<float> at_report(static_cast<size_t>(model.params().total_elements()));

@@ -22,73 +22,86 @@ nmt::ModelShape shape_for(nmt::DType dtype, bool pre_norm) {
   return nmt::test::dropout_step_shape(dtype, pre_norm, 3);
 }
 
-std::unique_ptr<nmt::Transformer> model_with(const nmt::ModelShape& shape, bool queue) {
-  nmt::set_queue_weight_grads(queue);
+// queue: 0 off, 1 the attention's d x d products, 2 all the queue can take.
+std::unique_ptr<nmt::Transformer> model_with(const nmt::ModelShape& shape, int queue) {
+  const bool before = nmt::queue_weight_grads(), large_before = nmt::queue_large_weight_grads();
+  nmt::set_queue_weight_grads(queue > 0);
+  nmt::set_queue_large_weight_grads(queue > 1);
   auto model = std::make_unique<nmt::Transformer>(shape, nmt::Device::cuda, 64, 16);
-  nmt::set_queue_weight_grads(true);
+  nmt::set_queue_weight_grads(before);
+  nmt::set_queue_large_weight_grads(large_before);
   model->params().initialize(17);
   return model;
 }
 
-bool queued(const std::string& name) {
-  const bool attention = name.find("attn.") != std::string::npos;
-  const bool out_weight = name.find("out_proj.weight") != std::string::npos;
-  const bool cross_q = name.find("encoder_attn.q_proj.weight") != std::string::npos;
-  return attention && (out_weight || cross_q);
+bool has(const std::string& name, const char* part) {
+  return name.find(part) != std::string::npos;
+}
+
+bool queued(const std::string& name, int queue) {
+  const bool attention = has(name, "attn.") && has(name, ".weight");
+  if (attention && (has(name, "out_proj") || has(name, "encoder_attn.q_proj"))) return true;
+  if (queue < 2) return false;
+  return (has(name, "self_attn.") && has(name, "_proj.weight")) || has(name, ".fc1.weight") ||
+         has(name, ".fc2.weight");
 }
 
 }  // namespace
 
 TEST_CASE("queued weight gradients: the same step, the queued products within summation order",
           "[cuda][engine][dw_queue]") {
-  for (nmt::DType dtype : {nmt::DType::f32, nmt::DType::bf16}) {
-    for (bool pre_norm : {false, true}) {
-      INFO(nmt::dtype_name(dtype) << (pre_norm ? " pre-norm" : " post-norm"));
-      const nmt::ModelShape shape = shape_for(dtype, pre_norm);
-      const auto plain = model_with(shape, false), queued_model = model_with(shape, true),
-                 graphed = model_with(shape, true);
-      graphed->set_train_graphs(true);
-      CHECK(queued_model->arena_bytes() > plain->arena_bytes());
-      const int shapes[] = {0, 1, 0, 0};  // the graphed model captures shape 0 at its second step
-      for (int i = 0; i < 4; ++i) {
-        INFO("step " << i);
-        const nmt::Batch batch = nmt::test::batch_of_shape(shapes[i]);
-        const nmt::StepContext ctx{9, static_cast<uint64_t>(20 + i), true};
-        auto run = [&](nmt::Transformer& model) {
-          model.zero_grads();
-          return model.forward_backward(batch, ctx, 0.1f);
-        };
-        const nmt::LossSums a = run(*plain), b = run(*queued_model), c = run(*graphed);
-        CHECK(b.loss == a.loss);
-        CHECK(c.loss == b.loss);
-        int queued_count = 0;
-        for (size_t p = 0; p < plain->params().params().size(); ++p) {
-          const nmt::Param& pa = plain->params().params()[p];
-          const nmt::Param& pb = queued_model->params().params()[p];
-          const nmt::Param& pc = graphed->params().params()[p];
-          INFO(pa.name);
-          REQUIRE(pa.name == pb.name);
-          const std::vector<uint32_t> ga = nmt::test::bits_of(pa.grad),
-                                      gb = nmt::test::bits_of(pb.grad),
-                                      gc = nmt::test::bits_of(pc.grad);
-          CHECK(gc == gb);
-          if (!queued(pa.name)) {
-            CHECK(gb == ga);
-            continue;
+  for (int queue : {1, 2})
+    for (nmt::DType dtype : {nmt::DType::f32, nmt::DType::bf16}) {
+      for (bool pre_norm : {false, true}) {
+        INFO(nmt::dtype_name(dtype)
+             << (pre_norm ? " pre-norm" : " post-norm") << ", queue " << queue);
+        const nmt::ModelShape shape = shape_for(dtype, pre_norm);
+        const auto plain = model_with(shape, 0), queued_model = model_with(shape, queue),
+                   graphed = model_with(shape, queue);
+        graphed->set_train_graphs(true);
+        CHECK(queued_model->arena_bytes() > plain->arena_bytes());
+        const int shapes[] = {0, 1, 0, 0};  // the graphed model captures shape 0 at its second step
+        for (int i = 0; i < 4; ++i) {
+          INFO("step " << i);
+          const nmt::Batch batch = nmt::test::batch_of_shape(shapes[i]);
+          const nmt::StepContext ctx{9, static_cast<uint64_t>(20 + i), true};
+          auto run = [&](nmt::Transformer& model) {
+            model.zero_grads();
+            return model.forward_backward(batch, ctx, 0.1f);
+          };
+          const nmt::LossSums a = run(*plain), b = run(*queued_model), c = run(*graphed);
+          CHECK(b.loss == a.loss);
+          CHECK(c.loss == b.loss);
+          int queued_count = 0;
+          for (size_t p = 0; p < plain->params().params().size(); ++p) {
+            const nmt::Param& pa = plain->params().params()[p];
+            const nmt::Param& pb = queued_model->params().params()[p];
+            const nmt::Param& pc = graphed->params().params()[p];
+            INFO(pa.name);
+            REQUIRE(pa.name == pb.name);
+            const std::vector<uint32_t> ga = nmt::test::bits_of(pa.grad),
+                                        gb = nmt::test::bits_of(pb.grad),
+                                        gc = nmt::test::bits_of(pc.grad);
+            CHECK(gc == gb);
+            if (!queued(pa.name, queue)) {
+              CHECK(gb == ga);
+              continue;
+            }
+            ++queued_count;
+            double diff = 0, norm = 0;
+            for (size_t k = 0; k < ga.size(); ++k) {
+              float x, y;
+              std::memcpy(&x, &ga[k], 4);
+              std::memcpy(&y, &gb[k], 4);
+              diff += (double(x) - y) * (double(x) - y);
+              norm += double(x) * x;
+            }
+            CHECK(std::sqrt(diff) <= 1e-5 * std::sqrt(norm) + 1e-30);
           }
-          ++queued_count;
-          double diff = 0, norm = 0;
-          for (size_t k = 0; k < ga.size(); ++k) {
-            float x, y;
-            std::memcpy(&x, &ga[k], 4);
-            std::memcpy(&y, &gb[k], 4);
-            diff += (double(x) - y) * (double(x) - y);
-            norm += double(x) * x;
-          }
-          CHECK(std::sqrt(diff) <= 1e-5 * std::sqrt(norm) + 1e-30);
+          // Encoder out; decoder self out, cross out and q; with all, also each self-attention's
+          // q, k, v and each layer's fc1, fc2.
+          CHECK(queued_count == (queue == 1 ? 2 + 3 * 3 : 2 * 6 + 3 * 8));
         }
-        CHECK(queued_count == 2 + 3 * 3);  // encoder out; decoder self out, cross out and q
       }
     }
-  }
 }
