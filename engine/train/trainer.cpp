@@ -241,6 +241,11 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   int64_t max_len = data_->max_padded_len();
   int64_t max_rows = planned_rows(cfg.train.batch_tokens, max_len);
   ModelShape shape = model_shape_from(cfg.model, data_->vocab_size(), cfg.train.precision);
+  // The overlapped exchange takes each stage's gradients as backward finishes them, which keeps
+  // the weight-gradient queue off in every backward when each step is one micro-batch: plan the
+  // model without the queue's buffers then (engine/model/weight_grad_queue.h).
+  if (dp.world_size() > 1 && cfg.dist.overlap && cfg.train.update_freq == 1)
+    set_queue_weight_grads(false);
   model_ = std::make_unique<Transformer>(shape, device_, max_rows, max_len);
   model_->params().initialize(seed_, cfg.model.init);
   if (!options.init_from.empty())
