@@ -132,7 +132,7 @@ nlohmann::json score_pairs(const ScoreOptions& options) {
   const int64_t max_len = std::max(batch.src_len, batch.tgt_len);
   Device device = options.device.value_or(default_decode_device());
   Transformer model(model_shape_from(ckpt.config.model, vocab_size), device,
-                    batch.sentences * max_len, max_len);
+                    batch.sentences * max_len, max_len, ModelPlan{/*training=*/false});
   load_model_weights(options.checkpoint, model.params());
   LossSums sums = model.evaluate(batch, /*label_smoothing=*/0.0f);
 

@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
         nmt::plan_decoding(options, source_len, shape.max_positions, step_rows);
     const int64_t max_len = plan.max_len, max_rows = plan.max_rows;
     nmt::Device device = device_name == "cuda" ? nmt::Device::cuda : nmt::Device::cpu;
-    nmt::Transformer model(shape, device, max_rows, max_len);
+    nmt::Transformer model(shape, device, max_rows, max_len, nmt::ModelPlan{/*training=*/false});
     model.params().initialize(1);
     silence_eos(model);
 

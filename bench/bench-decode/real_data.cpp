@@ -162,7 +162,7 @@ int run(const RealDataOptions& o, const std::string& device_name, const std::str
   widest.beam = *std::max_element(o.beams.begin(), o.beams.end());
   DecodePlan plan = plan_decoding(widest, longest, shape.max_positions, o.all_rows);
   plan.max_rows = std::max(plan.max_rows, largest_batch * widest.beam * plan.max_len);
-  Transformer model(shape, device, plan.max_rows, plan.max_len);
+  Transformer model(shape, device, plan.max_rows, plan.max_len, ModelPlan{/*training=*/false});
   load_model_weights(o.checkpoint, model.params());
   std::printf(
       "bench-decode: checkpoint %s (step %lld), %s %s, %lld parameters, vocabulary %lld; %zu "

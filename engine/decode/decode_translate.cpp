@@ -117,7 +117,8 @@ struct Translator::Loaded {
             ? options.step_rows
             : decode_step_rows(device, device == Device::cuda ? cuda::free_device_memory() : 0);
     plan = plan_decoding(options.beam, longest, shape.max_positions, rows);
-    model = std::make_unique<Transformer>(shape, device, plan.max_rows, plan.max_len);
+    model = std::make_unique<Transformer>(shape, device, plan.max_rows, plan.max_len,
+                                          ModelPlan{/*training=*/false});
     load_model_weights(options.checkpoint, model->params());
     search = std::make_unique<BeamSearch>(*model, options.beam);
     if (progress && planned_longest == 0)

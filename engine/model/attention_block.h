@@ -83,13 +83,13 @@ class AttentionBlock {
   // accumulated (+=). For self-attention they must alias, and the sum of all three paths is
   // written or added as d_xq_write says. out_proj's bias gradient is not added here: the
   // sublayer adds d_out's column sums into output_bias_grad() while writing d_out.
-  // Where ws.dw_queue is on, the d x d weight-gradient products whose operands outlive this layer's
-  // backward (out_proj's when d_out is not in a shared workspace slot; cross-attention's q with its
-  // own gradient buffer) are queued there instead of run: the weight gradients are then complete
-  // only after the queue's flush.
-  // After a forward with projected keys and values, d_xkv is left alone: the gradients of the
-  // projections go to projected->d_kv instead, and their products (d_xkv, the k and v weight
-  // gradients, their bias gradients unless backward_summed_biases()) are the caller's.
+  // Where ws.dw_queue is on, the weight-gradient products whose operands outlive this layer's
+  // backward (out_proj's when d_out is not in a shared workspace slot; cross-attention's q and
+  // fused self-attention's q | k | v with their own gradient buffers) are queued there instead of
+  // run: the weight gradients are then complete only after the queue's flush. After a forward with
+  // projected keys and values, d_xkv is left alone: the gradients of the projections go to
+  // projected->d_kv instead, and their products (d_xkv, the k and v weight gradients, their bias
+  // gradients unless backward_summed_biases()) are the caller's.
   void backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, Workspace& ws,
                 DxWrite d_xq_write);
   // out_proj's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.

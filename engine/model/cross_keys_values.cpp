@@ -33,11 +33,11 @@ CrossKeysValues::CrossKeysValues(ParamStore& store,
   biases_ = store.join_groups(biases, before);
 }
 
-void CrossKeysValues::plan(Arena& arena, int64_t max_rows, DType dtype, bool on) {
+void CrossKeysValues::plan(Arena& arena, int64_t max_rows, DType dtype, bool on, bool training) {
   on_ = on;
   if (!on) return;
   kv_ = arena.allocate("cross_kv.all", dtype, max_rows * width());
-  d_kv_ = arena.allocate("cross_kv.grad", dtype, max_rows * width());
+  if (training) d_kv_ = arena.allocate("cross_kv.grad", dtype, max_rows * width());
 }
 
 void CrossKeysValues::forward(const Tensor& enc_out) {
@@ -49,11 +49,14 @@ void CrossKeysValues::forward(const Tensor& enc_out) {
 
 ProjectedKeysValues CrossKeysValues::layer(int64_t l) const {
   const int64_t rows = enc_out_.dim(0);
-  return ProjectedKeysValues{kv_.view({rows, width()}), d_kv_.view({rows, width()}),
-                             l * 2 * d_model()};
+  // A decoding model plans no gradient buffer: its layers' backward never runs.
+  const Tensor d_kv = d_kv_.capacity > 0 ? d_kv_.view({rows, width()}) : Tensor();
+  return ProjectedKeysValues{kv_.view({rows, width()}), d_kv, l * 2 * d_model()};
 }
 
 void CrossKeysValues::backward(Tensor& d_enc_out) {
+  if (d_kv_.capacity == 0)
+    throw std::logic_error("CrossKeysValues::backward: the model was planned without training");
   // The fused backward sums the bias gradients itself or not by the attention's shape, which
   // every layer shares: all layers did, or none did.
   const bool summed = layers_[0]->backward_summed_biases();

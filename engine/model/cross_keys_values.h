@@ -41,9 +41,9 @@ class CrossKeysValues {
   CrossKeysValues(ParamStore& store, const std::vector<const AttentionBlock*>& layers,
                   const Param* before);
 
-  // Plans kv_all and d_kv_all for up to max_rows encoder rows in `dtype` (the activations') when
-  // `on`, nothing otherwise.
-  void plan(Arena& arena, int64_t max_rows, DType dtype, bool on);
+  // Plans kv_all (and d_kv_all where `training`) for up to max_rows encoder rows in `dtype` (the
+  // activations') when `on`, nothing otherwise.
+  void plan(Arena& arena, int64_t max_rows, DType dtype, bool on, bool training = true);
   // Whether the model was planned to project all layers at once.
   bool on() const { return on_; }
 

@@ -18,7 +18,7 @@
 namespace nmt {
 namespace {
 
-// NMT_QUEUE_WEIGHT_GRADS=0: the attention blocks run their d x d weight-gradient products in their
+// NMT_QUEUE_WEIGHT_GRADS=0: the blocks run every weight-gradient product in their
 // layer's backward, and the model plans no buffers for holding them back (for A/B timing).
 EnvSwitch queue_weight_grads_switch("NMT_QUEUE_WEIGHT_GRADS", /*default_on=*/true);
 // NMT_QUEUE_LARGE_WEIGHT_GRADS=0: the queue takes only the attention's d x d products, not
@@ -44,9 +44,11 @@ bool queue_large_weight_grads() {
   return queue_large_weight_grads_switch.get();
 }
 
-Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len)
+Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len,
+                         ModelPlan plan)
     : shape_(shape),
       device_(device),
+      plan_(plan),
       max_rows_(max_rows),
       max_len_(max_len),
       arena_(Arena::planner(device)) {
@@ -151,7 +153,8 @@ void Transformer::allocate(Arena& arena) {
   d_enc_ = arena.allocate("d_enc", act, rows * d);
   d_dec_ = arena.allocate("d_dec", act, rows * d);
   int64_t max_scores = rows * max_len_ * shape_.heads;
-  const QueuedGrads queued = !queue_weight_grads_switch.get()        ? QueuedGrads::none
+  const bool queue = plan_.training && plan_.queue_weight_grads && queue_weight_grads_switch.get();
+  const QueuedGrads queued = !queue                                  ? QueuedGrads::none
                              : queue_large_weight_grads_switch.get() ? QueuedGrads::all
                                                                      : QueuedGrads::attention;
   queue_planned_ = queued != QueuedGrads::none;
@@ -159,7 +162,7 @@ void Transformer::allocate(Arena& arena) {
   // One GEMM for every layer's cross-attention keys and values where all of them run fused.
   const bool cross_kv_on =
       cross_kv_ && cross_kv_all_layers() && attention_runs_fused(shape_, arena.device());
-  if (cross_kv_) cross_kv_->plan(arena, rows, act, cross_kv_on);
+  if (cross_kv_) cross_kv_->plan(arena, rows, act, cross_kv_on, plan_.training);
   for (auto& layer : decoder_) layer->plan(arena, rows, max_scores, cross_kv_on, queued);
 }
 
@@ -281,6 +284,9 @@ StepContext Transformer::with_step_on_device(const StepContext& ctx) {
 
 LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ctx,
                                        float label_smoothing, float loss_scale) {
+  if (!plan_.training)
+    throw std::logic_error(
+        "Transformer::forward_backward: the model was planned for decoding only");
   upload(batch);
   const StepContext step_ctx = with_step_on_device(ctx);
   auto step = [&] { enqueue_forward_backward(step_ctx, label_smoothing, loss_scale); };
@@ -315,7 +321,7 @@ void Transformer::enqueue_forward_backward(const StepContext& ctx, float label_s
 void Transformer::backward(Tensor& d_dec) {
   int64_t d = shape_.d_model, t_rows = batch_ * tgt_len_, s_rows = batch_ * src_len_;
   float scale = std::sqrt(static_cast<float>(d));
-  // The attention blocks' d x d weight gradients wait for the end of the encoder's backward,
+  // The queued weight gradients wait for the end of the encoder's backward,
   // unless the exchange takes each layer's gradients as backward finishes them.
   dw_queue_.clear();
   dw_queue_.set_enabled(queue_planned_ && !grad_ready_);

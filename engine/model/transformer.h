@@ -42,11 +42,23 @@ void set_queue_large_weight_grads(bool on);
 bool queue_weight_grads();
 bool queue_large_weight_grads();
 
+// What a model plans memory for beyond forward.
+struct ModelPlan {
+  // Backward's own buffers (the weight-gradient queue's operands, the all-layer cross keys' and
+  // values' gradient); false for a model that only decodes or scores.
+  bool training = true;
+  // The weight-gradient queue's buffers, where the switches above leave it on: a trainer whose
+  // every backward has a grad-ready hook (the overlapped exchange, one micro-batch a step) says
+  // false.
+  bool queue_weight_grads = true;
+};
+
 class Transformer {
  public:
   // max_rows: the most padded tokens of one side of a batch (sentences * padded length), see
   // planned_rows; max_len: the longest padded sentence of either side.
-  Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len);
+  Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len,
+              ModelPlan plan = {});
 
   const ModelShape& shape() const { return shape_; }
   ParamStore& params() { return params_; }
@@ -61,6 +73,7 @@ class Transformer {
   // scaled by it, the returned sums do not. A target outside the vocabulary throws
   // std::invalid_argument when the sums are read, after backward ran (the step enqueues its whole
   // backward before it reads anything back): zero the gradients before using the model again.
+  // A model planned without training (ModelPlan) throws std::logic_error.
   LossSums forward_backward(const Batch& batch, const StepContext& ctx, float label_smoothing,
                             float loss_scale = 1.0f);
   // Loss only, no gradients (dropout off).
@@ -72,6 +85,10 @@ class Transformer {
   void set_train_graphs(bool on);
   // What the graphs did so far, or nullptr when they are off.
   const TrainGraphStats* train_graph_stats() const { return graphs_ ? &graphs_->stats() : nullptr; }
+
+  // How many weight-gradient products the last backward held back and ran together at its end
+  // (engine/model/weight_grad_queue.h; 0 where the queue was off).
+  int64_t queued_weight_grads() const { return dw_queue_.last_flushed(); }
 
   // Zero every parameter gradient.
   void zero_grads();
@@ -131,6 +148,7 @@ class Transformer {
 
   ModelShape shape_;
   Device device_;
+  ModelPlan plan_;
   int64_t max_rows_, max_len_;
   ParamStore params_;
   DropoutIds dropout_ids_;
@@ -152,7 +170,7 @@ class Transformer {
 
   Arena arena_;
   Workspace ws_;
-  // The attention blocks' d x d weight-gradient products, run together at the end of backward
+  // The weight-gradient products held back to the end of backward
   // (weight_grad_queue.h) where queue_planned_ (their operands have buffers of their own) and no
   // grad-ready hook reads a layer's gradients earlier. NMT_QUEUE_WEIGHT_GRADS=0 plans without it.
   WeightGradQueue dw_queue_;

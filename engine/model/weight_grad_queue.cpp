@@ -14,6 +14,7 @@ void WeightGradQueue::push(const WeightGradProduct& product) {
 void WeightGradQueue::flush() {
   std::vector<WeightGradProduct> pending;
   pending.swap(queued_);
+  last_flushed_ = static_cast<int64_t>(pending.size());
   auto same_kind = [](const WeightGradProduct& a, const WeightGradProduct& b) {
     return a.x.dtype == b.x.dtype && a.x.device == b.x.device && a.x.dim(0) == b.x.dim(0) &&
            a.x.dim(1) == b.x.dim(1) && a.dy.dim(1) == b.dy.dim(1);

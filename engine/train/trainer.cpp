@@ -244,9 +244,10 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, const TrainOpt
   // The overlapped exchange takes each stage's gradients as backward finishes them, which keeps
   // the weight-gradient queue off in every backward when each step is one micro-batch: plan the
   // model without the queue's buffers then (engine/model/weight_grad_queue.h).
-  if (dp.world_size() > 1 && cfg.dist.overlap && cfg.train.update_freq == 1)
-    set_queue_weight_grads(false);
-  model_ = std::make_unique<Transformer>(shape, device_, max_rows, max_len);
+  ModelPlan plan;
+  plan.queue_weight_grads =
+      !(dp.world_size() > 1 && cfg.dist.overlap && cfg.train.update_freq == 1);
+  model_ = std::make_unique<Transformer>(shape, device_, max_rows, max_len, plan);
   model_->params().initialize(seed_, cfg.model.init);
   if (!options.init_from.empty())
     init_from_checkpoint(options.init_from, model_->params(), cfg, vocab_path_, out);

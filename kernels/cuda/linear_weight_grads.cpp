@@ -1,14 +1,13 @@
 // linear_weight_grads on the GPU: the products' dW += dyᵀ x as one cuBLASLt launch over a
 // pointer-array batch (CUBLASLT_BATCH_MODE_POINTER_ARRAY), the three arrays written into the
 // stream's scratch by write_batch_pointers, so a captured graph replays the same arrays
-// (docs/cuda.md, Linear). Where a pointer is off the 16-byte alignment
-// the plans assume, or the batch has one product, each runs as linear_backward's dW product.
+// (docs/cuda.md, Linear). Where a pointer is off the 16-byte alignment the plans assume, the batch
+// has one product, or cuBLASLt lists no batched algorithm, each runs as linear_backward's dW
+// product.
 #include <cublasLt.h>
 
 #include <map>
 #include <memory>
-#include <stdexcept>
-#include <string>
 #include <tuple>
 #include <vector>
 
@@ -24,13 +23,16 @@ namespace nmt::cuda {
 namespace {
 
 // One batched plan: the dW product's descriptors in pointer-array mode over `batch` products, and
-// the heuristic's algorithm for 16-byte aligned pointers.
+// the heuristic's algorithm for 16-byte aligned pointers (found false: cuBLASLt has none for this
+// shape, dtype and count, and the products run one launch each).
 struct BatchPlan {
+  bool found = false;
   LtMatmul g;
   std::unique_ptr<LtDescriptors> d;
   cublasLtMatmulAlgo_t algo{};
 };
 
+// Looked up once per key, outside a capture (the step before one runs the same batches).
 const BatchPlan& batch_plan(int64_t rows, int64_t in, int64_t out, DType t, int batch) {
   using Key = std::tuple<int, int64_t, int64_t, int64_t, DType, int>;
   thread_local std::map<Key, std::unique_ptr<BatchPlan>> plans;
@@ -52,10 +54,8 @@ const BatchPlan& batch_plan(int64_t rows, int64_t in, int64_t out, DType t, int 
   std::vector<cublasLtMatmulHeuristicResult_t> results;
   const cublasStatus_t status = lt_heuristic(lt_handle_for_current_device(), *plan->d,
                                              LtAlignments{}, kBlasWorkspaceBytes, 1, results);
-  if (status != CUBLAS_STATUS_SUCCESS || results.empty())
-    throw std::runtime_error("linear_weight_grads: cuBLASLt has no algorithm for a batch of " +
-                             std::to_string(batch) + " weight-gradient products");
-  plan->algo = results[0].algo;
+  plan->found = status == CUBLAS_STATUS_SUCCESS && !results.empty();
+  if (plan->found) plan->algo = results[0].algo;
   return *plans.emplace(key, std::move(plan)).first->second;
 }
 
@@ -72,13 +72,13 @@ void linear_weight_grads(const std::vector<WeightGradProduct>& products) {
   for (const WeightGradProduct& p : products)
     aligned = aligned && lt_alignment_of(p.x.data) == 16 && lt_alignment_of(p.dy.data) == 16 &&
               lt_alignment_of(p.dw.data) == 16;
-  if (count == 1 || !aligned) {
+  const BatchPlan* plan = count > 1 && aligned ? &batch_plan(rows, in, out, t, count) : nullptr;
+  if (plan == nullptr || !plan->found) {
     for (const WeightGradProduct& p : products)
       lt_matmul(linear_dw_product(rows, in, out, t), p.x.data, p.dy.data, p.dw.data, nullptr, 1.0f,
                 stream);
     return;
   }
-  const BatchPlan& plan = batch_plan(rows, in, out, t, count);
   StreamResources& resources = stream_resources(stream);
   auto** arrays = static_cast<void**>(resources.scratch(3 * count * sizeof(void*)));
   BatchPointers pointers{};
@@ -88,7 +88,7 @@ void linear_weight_grads(const std::vector<WeightGradProduct>& products) {
     pointers.dw[i] = products[i].dw.data;
   }
   write_batch_pointers(pointers, count, arrays, stream);
-  CUBLAS_CHECK(lt_run(lt_handle_for_current_device(), *plan.d, plan.algo, plan.g, arrays,
+  CUBLAS_CHECK(lt_run(lt_handle_for_current_device(), *plan->d, plan->algo, plan->g, arrays,
                       arrays + count, arrays + 2 * count, nullptr, 1.0f, resources.blas_workspace(),
                       kBlasWorkspaceBytes, stream));
 }

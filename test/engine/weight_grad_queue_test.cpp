@@ -38,9 +38,10 @@ nmt::Batch ragged_batch() {
 }
 
 // Every gradient after two accumulated backward passes (the queue's products add to what the
-// first left), and the model's arena size.
+// first left), the model's arena size, and how many products the queue ran in the last pass.
 // queue: 0 off, 1 the attention's d x d products, 2 all of them.
-std::vector<float> gradients(const ModelShape& shape, int queue, size_t* arena_bytes) {
+std::vector<float> gradients(const ModelShape& shape, int queue, size_t* arena_bytes,
+                             int64_t* queued) {
   const bool before = nmt::queue_weight_grads(), large_before = nmt::queue_large_weight_grads();
   nmt::set_queue_weight_grads(queue > 0);
   nmt::set_queue_large_weight_grads(queue > 1);
@@ -53,6 +54,7 @@ std::vector<float> gradients(const ModelShape& shape, int queue, size_t* arena_b
   const nmt::Batch batch = ragged_batch();
   model.forward_backward(batch, nmt::StepContext{3, 2, true}, 0.1f);
   model.forward_backward(batch, nmt::StepContext{3, 3, true}, 0.1f);
+  *queued = model.queued_weight_grads();
   const nmt::Tensor g = model.params().grads();
   return std::vector<float>(g.f32(), g.f32() + g.numel());
 }
@@ -66,9 +68,16 @@ TEST_CASE("queued weight gradients are the bits of the products run in their lay
       INFO("pre_norm " << pre_norm << ", fused attention " << fused);
       const ModelShape shape = small_shape(pre_norm, fused);
       size_t bytes_off = 0, bytes_on = 0, bytes_all = 0;
-      const std::vector<float> off = gradients(shape, 0, &bytes_off);
-      const std::vector<float> on = gradients(shape, 1, &bytes_on);
-      const std::vector<float> all = gradients(shape, 2, &bytes_all);
+      int64_t queued_off = -1, queued_on = -1, queued_all = -1;
+      const std::vector<float> off = gradients(shape, 0, &bytes_off, &queued_off);
+      const std::vector<float> on = gradients(shape, 1, &bytes_on, &queued_on);
+      const std::vector<float> all = gradients(shape, 2, &bytes_all, &queued_all);
+      // 2 encoder and 3 decoder layers. The d x d products: every out projection (2 + 3 + 3) and
+      // cross-attention's q (3); all adds fc1 and fc2 (5 + 5) and, on the fused path, each
+      // self-attention's joined q | k | v (2 + 3).
+      CHECK(queued_off == 0);
+      CHECK(queued_on == 11);
+      CHECK(queued_all == (fused ? 26 : 21));
       // The held-back operands have buffers of their own: a larger plan, so the switch took.
       CHECK(bytes_on > bytes_off);
       CHECK(bytes_all > bytes_on);
@@ -95,6 +104,7 @@ TEST_CASE("with a grad-ready hook every reported gradient is already final", "[c
       std::memcpy(at_report.data() + p.offset, p.grad.f32(), p.numel * sizeof(float));
     });
     model.forward_backward(ragged_batch(), nmt::StepContext{3, 2, true}, 0.1f);
+    CHECK(model.queued_weight_grads() == 0);  // the hook kept every product in its layer
     const nmt::Tensor g = model.params().grads();
     CHECK(std::memcmp(at_report.data(), g.f32(), at_report.size() * sizeof(float)) == 0);
   }
@@ -137,4 +147,21 @@ TEST_CASE("the queue runs every product once, grouped by shape, in batches of at
   };
   for (const nmt::Tensor& dw : dws) expect(dy, x, dw, 0.0f);
   for (const nmt::Tensor& dw : dws2) expect(dy2, x2, dw, 1.0f);
+}
+
+TEST_CASE("a model planned for decoding plans no backward buffers and evaluates the same loss",
+          "[cpu][engine]") {
+  for (bool fused : {false, true}) {
+    INFO("fused attention " << fused);
+    const ModelShape shape = small_shape(true, fused);
+    Transformer training(shape, nmt::Device::cpu, 64, 16);
+    Transformer decoding(shape, nmt::Device::cpu, 64, 16, nmt::ModelPlan{/*training=*/false});
+    CHECK(decoding.arena_bytes() < training.arena_bytes());
+    training.params().initialize(5);
+    decoding.params().initialize(5);
+    const nmt::Batch batch = ragged_batch();
+    CHECK(decoding.evaluate(batch, 0.1f).loss == training.evaluate(batch, 0.1f).loss);
+    CHECK_THROWS_AS(decoding.forward_backward(batch, nmt::StepContext{3, 2, true}, 0.1f),
+                    std::logic_error);
+  }
 }

@@ -1,5 +1,6 @@
-// The attention blocks' d x d weight-gradient products held back to the end of backward and run as
-// batched launches (engine/model/weight_grad_queue.h), in whole training steps on the GPU: in f32
+// Weight-gradient products (the attention's d x d ones; with all, also q | k | v, fc1, fc2) held
+// back to the end of backward and run as batched launches (engine/model/weight_grad_queue.h), in
+// whole training steps on the GPU: in f32
 // and bf16, post-norm and pre-norm, dropout on, against a model planned without the queue. The
 // loss and every other gradient keep their bits (nothing in backward reads a weight gradient); the
 // queued ones (out projections, cross-attention's q) move only by the batch kernel's summation
@@ -70,6 +71,11 @@ TEST_CASE("queued weight gradients: the same step, the queued products within su
             return model.forward_backward(batch, ctx, 0.1f);
           };
           const nmt::LossSums a = run(*plain), b = run(*queued_model), c = run(*graphed);
+          // As the CPU test counts: 11 d x d products; all adds fc1, fc2 (10) and, where the
+          // attention runs fused (bf16 here, not f32), the self-attentions' q | k | v (5).
+          const bool fused = dtype == nmt::DType::bf16;
+          CHECK(plain->queued_weight_grads() == 0);
+          CHECK(queued_model->queued_weight_grads() == (queue == 1 ? 11 : fused ? 26 : 21));
           CHECK(b.loss == a.loss);
           CHECK(c.loss == b.loss);
           int queued_count = 0;
