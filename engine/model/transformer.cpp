@@ -120,7 +120,19 @@ Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_row
   // Plan once (count), then allocate exactly that much and lay the same buffers out for real.
   Arena planner = Arena::planner(device);
   allocate(planner);
-  arena_ = Arena(device, planner.used());
+  try {
+    arena_ = Arena(device, planner.used());
+  } catch (const std::runtime_error& e) {
+    // Out of memory: say what the plan holds and what makes it smaller.
+    std::string message = std::string(e.what()) + " (the model's weights, activations and " +
+                          "gradient buffers for " + std::to_string(max_rows) +
+                          " padded tokens a side: a smaller train.batch_tokens plans less";
+    if (queue_planned_)
+      message +=
+          "; NMT_QUEUE_LARGE_WEIGHT_GRADS=0, or NMT_QUEUE_WEIGHT_GRADS=0, plans without "
+          "(some of) the weight-gradient queue's buffers, for slower steps";
+    throw std::runtime_error(message + ")");
+  }
   allocate(arena_);
   // A stage reports its parameters from the end of its layout span to its start (the layout
   // reverses registration, and joined groups sit together): buckets then fill front to back.

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "data/batch.h"
@@ -163,5 +164,20 @@ TEST_CASE("a model planned for decoding plans no backward buffers and evaluates 
     CHECK(decoding.evaluate(batch, 0.1f).loss == training.evaluate(batch, 0.1f).loss);
     CHECK_THROWS_AS(decoding.forward_backward(batch, nmt::StepContext{3, 2, true}, 0.1f),
                     std::logic_error);
+  }
+}
+
+TEST_CASE("a plan too large for memory names what makes it smaller", "[cpu][engine]") {
+  // 2^44 rows: petabytes, beyond any address space, so the allocation fails even where the
+  // kernel overcommits memory.
+  const int64_t rows = int64_t{1} << 44;
+  try {
+    Transformer model(small_shape(false, false), nmt::Device::cpu, rows, 16);
+    FAIL("a plan of petabytes was allocated");
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    CHECK(message.find("arena: cannot allocate") != std::string::npos);
+    CHECK(message.find("train.batch_tokens") != std::string::npos);
+    CHECK(message.find("NMT_QUEUE_LARGE_WEIGHT_GRADS=0") != std::string::npos);
   }
 }
