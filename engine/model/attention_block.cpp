@@ -205,12 +205,12 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   Tensor d_ctx = ws.a1.view({q_rows, d});
   Tensor no_bias;  // a bias gradient added elsewhere: linear_backward skips its column sums
   // The model's queue (WeightGradQueue) takes the out projection's product where d_out outlives
-  // this layer (the sublayer's own slot; the context is this block's), and cross-attention's q
-  // product where q's gradient goes to dq_.
+  // this layer (the sublayer's own slot; the context is this block's), and q's (or the joined
+  // q | k | v) product where its gradient has a buffer of its own (dq_, dqkv_).
   WeightGradQueue* queue = ws.open_queue();
   const bool queue_out = queue != nullptr && !ws.holds(d_out);
-  WeightGradQueue* q_queue =
-      queue != nullptr && (dq_.capacity > 0 || dqkv_.capacity > 0) ? queue : nullptr;
+  const bool own_q_grads = dq_.capacity > 0 || dqkv_.capacity > 0;
+  WeightGradQueue* q_queue = own_q_grads ? queue : nullptr;
   // Else cross-attention: the out projection's weight gradient waits for q's (project_backward),
   // the two d x d products over the query rows then run as one launch. d_out and the context stay
   // as they are until then (the attention backward writes the workspace's a1 and a_proj only,
@@ -229,7 +229,7 @@ void AttentionBlock::backward(const Tensor& d_out, Tensor& d_xq, Tensor& d_xkv, 
   const Buffer& grads_buffer = dqkv_.capacity > 0 ? dqkv_ : ws.a_proj;
   AttentionOperands grads = kv_projected_ ? with_projected(ws.a_proj, projected_.d_kv, q_rows)
                                           : projections(grads_buffer, q_rows, kv_rows, fused_);
-  if (dq_.capacity > 0 && q_queue != nullptr) grads.q = dq_.view({q_rows, d});  // q_col 0
+  if (dq_.capacity > 0) grads.q = dq_.view({q_rows, d});  // q_col stays 0, as in.q's
   bool biases_summed = false;
   if (fused_) {
     Tensor lse = lse_.view({att_.batch, att_.heads, att_.q_len});

@@ -57,8 +57,8 @@ Tensor Sublayer::own_slot() const {
 }
 
 Tensor Sublayer::d_f_slot(const Workspace& ws) const {
-  if (branch_.capacity > 0) return own_slot();
-  return (shape_.pre_norm ? ws.s1 : ws.s2).view({x_.dim(0), shape_.d_model});
+  const Tensor own = own_slot();
+  return own.empty() ? (shape_.pre_norm ? ws.s1 : ws.s2).view({x_.dim(0), shape_.d_model}) : own;
 }
 
 NormInto Sublayer::input_norm(int64_t rows) const {

@@ -253,7 +253,7 @@ Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
   if (embed_p_ > 0) dropout_forward(y, y, embed_p_, tgt_embed_key_);
   const NormInto final_into =
       into_final_norm(dec_norm_g_, dec_norm_b_, dec_final_, dec_mean_, dec_rstd_, rows);
-  const bool all_kv = cross_kv_ && cross_kv_->on();
+  const bool all_kv = cross_kv_all_layers_on();
   if (all_kv) cross_kv_->forward(enc_out);  // every layer's cross-attention keys and values
   for (size_t i = 0; i < decoder_.size(); ++i) {
     const NormInto next = i + 1 < decoder_.size() ? decoder_[i + 1]->input_norm(rows) : final_into;
@@ -352,7 +352,7 @@ void Transformer::backward(Tensor& d_dec) {
   // The encoder output's gradient: each layer's cross-attention adds its keys' and values' paths,
   // or (all layers projected at once) one product writes their sum after the decoder stack.
   Tensor d_enc = d_enc_.view({s_rows, d});
-  const bool all_kv = cross_kv_ && cross_kv_->on();
+  const bool all_kv = cross_kv_all_layers_on();
   if (!all_kv) fill_zero(d_enc);
   for (size_t i = decoder_.size(); i-- > 0;) {
     const BranchTail below = i > 0 ? decoder_[i - 1]->output_tail() : BranchTail{};

@@ -145,6 +145,8 @@ class Transformer {
   // The parameters registered since `first` (an index into params_), as one backward stage.
   void add_stage(std::vector<std::vector<const Param*>>& stages, size_t first);
   void stage_done(size_t stage) const;
+  // Whether the model was planned to project every decoder layer's cross keys and values at once.
+  bool cross_kv_all_layers_on() const { return cross_kv_ && cross_kv_->on(); }
 
   ModelShape shape_;
   Device device_;

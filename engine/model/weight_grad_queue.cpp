@@ -1,7 +1,6 @@
 // WeightGradQueue: grouping the held-back products by shape into batched launches.
 #include "engine/model/weight_grad_queue.h"
 
-#include <algorithm>
 #include <stdexcept>
 
 namespace nmt {

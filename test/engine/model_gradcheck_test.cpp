@@ -8,6 +8,7 @@
 
 #include "data/batch.h"
 #include "engine/model/transformer.h"
+#include "test/engine/ragged_batch.h"
 #include "test/support/catch.h"
 
 namespace {
@@ -17,12 +18,7 @@ using nmt::ModelShape;
 using nmt::StepContext;
 using nmt::Transformer;
 
-Batch ragged_batch() {
-  // Three sentences of different lengths on both sides, so padding and masks are exercised.
-  std::vector<std::vector<int32_t>> src = {{4, 5, 6, 7, 8}, {9, 4}, {5, 5, 6}};
-  std::vector<std::vector<int32_t>> tgt = {{8, 7, 6}, {4, 9, 10, 5}, {6}};
-  return nmt::make_batch(src, tgt, {0, 1, 2}, 1);
-}
+using nmt::test::ragged_batch;
 
 double loss_of(Transformer& model, const Batch& b, const StepContext& ctx, float smoothing) {
   model.zero_grads();

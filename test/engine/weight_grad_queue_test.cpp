@@ -11,6 +11,7 @@
 #include "data/batch.h"
 #include "engine/model/arena.h"
 #include "engine/model/transformer.h"
+#include "test/engine/ragged_batch.h"
 #include "test/support/catch.h"
 
 namespace {
@@ -33,10 +34,7 @@ ModelShape small_shape(bool pre_norm, bool fused) {
   return s;
 }
 
-nmt::Batch ragged_batch() {
-  return nmt::make_batch({{4, 5, 6, 7, 8}, {9, 4}, {5, 5, 6}}, {{8, 7, 6}, {4, 9, 10, 5}, {6}},
-                         {0, 1, 2}, 1);
-}
+using nmt::test::ragged_batch;
 
 // Every gradient after two accumulated backward passes (the queue's products add to what the
 // first left), the model's arena size, and how many products the queue ran in the last pass.
