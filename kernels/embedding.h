@@ -1,9 +1,28 @@
 // Token embedding: out = table[id] * scale + sinusoid(position), and its (accumulating) backward.
 #pragma once
 
+#include <cstdint>
+
+#include "kernels/philox.h"
 #include "kernels/tensor.h"
 
 namespace nmt {
+
+// The embedding's own dropout, done inside the embedding ops (p = 0: none). Forward: out =
+// dropout_forward(the embedding, p, key); backward: d_table gets the embedding's gradient of
+// dropout_backward(d_out, p, key), d_out unchanged. The same bits as the separate dropout op.
+struct EmbeddingDropout {
+  float p = 0.0f;
+  RngKey key{};
+};
+
+// The backward's grouping of rows by id, made where the ids are on the host (embedding_row_order)
+// so that the op does not sort them on the device. keys: [rows] i32, ascending; rows: [rows] i32,
+// the row each key came from, ascending among equal keys. Both on the op's device.
+struct EmbeddingRowOrder {
+  Tensor keys;
+  Tensor rows;
+};
 
 // ids:    [rows] i32, rows = batch * seq_len, row r is position r % seq_len of its sentence
 // table:  [vocab, d_model]
@@ -12,12 +31,20 @@ namespace nmt {
 // inv_freq_i = exp(-i*ln(10000)/max(half-1, 1)), dims [0, half) hold sin(pos*inv_freq_i),
 // dims [half, 2*half) cos(pos*inv_freq_i); an odd last dim is 0.
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int64_t seq_len,
-                       float scale, int32_t pad_id);
+                       float scale, int32_t pad_id, const EmbeddingDropout& dropout = {});
 
 // d_out:   [rows, d_model]
 // d_table: [vocab, d_model], accumulated (+=): d_table[id] += scale * d_out[row]; pad rows skipped.
+// order: null, or embedding_row_order of these ids (the CPU backend needs none and ignores it).
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id);
+                        int32_t pad_id, const EmbeddingDropout& dropout = {},
+                        const EmbeddingRowOrder* order = nullptr);
+
+// Host: the row order of the backward for ids [n]: keys [n] (the id, or vocab for pad_id and ids
+// outside [0, vocab), so those sort last) in ascending order, rows [n] the row of each key,
+// ascending among equal keys (a stable sort by id). A counting sort over the vocabulary.
+void embedding_row_order(const int32_t* ids, int64_t n, int64_t vocab, int32_t pad_id,
+                         int32_t* keys, int32_t* rows);
 
 // The sinusoid value for one (position, dim), so every backend and test agrees on it.
 float sinusoid_position(int64_t position, int64_t dim, int64_t d_model);

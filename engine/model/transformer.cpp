@@ -25,6 +25,10 @@ EnvSwitch queue_weight_grads_switch("NMT_QUEUE_WEIGHT_GRADS", /*default_on=*/tru
 // self-attention's joined q | k | v and the feed-forward fc1 and fc2 ones (whose gradients need
 // buffers of their own: memory).
 EnvSwitch queue_large_weight_grads_switch("NMT_QUEUE_LARGE_WEIGHT_GRADS", /*default_on=*/true);
+// The embeddings' dropout inside the embedding ops, and (on the GPU) their backward's row order
+// sorted on the host; NMT_EMBEDDING_FUSED=0 runs the dropout ops beside them and sorts on the
+// device instead (the same bits; for comparing the two).
+EnvSwitch embedding_fused_switch("NMT_EMBEDDING_FUSED", /*default_on=*/true);
 
 }  // namespace
 
@@ -152,6 +156,7 @@ void Transformer::allocate(Arena& arena) {
   src_lengths_ = arena.allocate("src_lengths", DType::i32, rows);
   tgt_lengths_ = arena.allocate("tgt_lengths", DType::i32, rows);
   step_ = arena.allocate("step", DType::i32, 2);
+  if (plan_.training) row_orders_buffer_ = arena.allocate("row_orders", DType::i32, 4 * rows);
   loss_sums_ = arena.allocate("loss_sums", DType::i32, kLossSumsWords);
   src_x0_ = arena.allocate("src_x0", act, rows * d);
   tgt_x0_ = arena.allocate("tgt_x0", act, rows * d);
@@ -212,15 +217,56 @@ void Transformer::upload(const Batch& batch) {
   upload_i32(batch.tgt_lengths, tgt_lengths_);
 }
 
+void Transformer::upload_row_orders(const Batch& batch) {
+  row_orders_ = device_ == Device::cuda && embedding_fused_switch.get();
+  if (!row_orders_) return;  // the CPU backend's backward needs no order
+  const int64_t s_rows = batch_ * src_len_, t_rows = batch_ * tgt_len_;
+  row_orders_host_.resize(static_cast<size_t>(2 * (s_rows + t_rows)));
+  int32_t* at = row_orders_host_.data();
+  embedding_row_order(batch.src.data(), s_rows, src_embed_->grad.dim(0), kPadId, at, at + s_rows);
+  at += 2 * s_rows;
+  embedding_row_order(batch.tgt_in.data(), t_rows, tgt_embed_->grad.dim(0), kPadId, at,
+                      at + t_rows);
+  upload_i32(row_orders_host_, row_orders_buffer_);
+}
+
+void Transformer::embed(const Tensor& ids, const Param& table, Tensor& out, int64_t seq_len,
+                        const EmbeddingDropout& dropout) const {
+  const float scale = std::sqrt(static_cast<float>(shape_.d_model));
+  if (embedding_fused_switch.get())
+    return embedding_forward(ids, table.compute, out, seq_len, scale, kPadId, dropout);
+  embedding_forward(ids, table.compute, out, seq_len, scale, kPadId);
+  if (dropout.p > 0) dropout_forward(out, out, dropout.p, dropout.key);
+}
+
+void Transformer::embed_backward(const Tensor& ids, Tensor& d_out, Param& table,
+                                 const EmbeddingDropout& dropout, bool target) const {
+  const float scale = std::sqrt(static_cast<float>(shape_.d_model));
+  if (!embedding_fused_switch.get()) {
+    if (dropout.p > 0) dropout_backward(d_out, d_out, dropout.p, dropout.key);
+    return embedding_backward(ids, d_out, table.grad, scale, kPadId);
+  }
+  const EmbeddingRowOrder order = row_orders_ ? row_order(target) : EmbeddingRowOrder{};
+  embedding_backward(ids, d_out, table.grad, scale, kPadId, dropout,
+                     row_orders_ ? &order : nullptr);
+}
+
+// The source's (or target's) row order in row_orders_buffer_: [keys | rows] of its batch.
+EmbeddingRowOrder Transformer::row_order(bool target) const {
+  const int64_t s_rows = batch_ * src_len_, t_rows = batch_ * tgt_len_;
+  const int64_t first = target ? 2 * s_rows : 0, n = target ? t_rows : s_rows;
+  auto* base = static_cast<int32_t*>(row_orders_buffer_.data);
+  return EmbeddingRowOrder{Tensor(base + first, DType::i32, device_, {n}),
+                           Tensor(base + first + n, DType::i32, device_, {n})};
+}
+
 Tensor Transformer::encode(const StepContext& ctx) {
   int64_t d = shape_.d_model, rows = batch_ * src_len_;
   embed_p_ = ctx.training ? shape_.dropout : 0.0f;
   src_embed_key_ = ctx.key(src_embed_dropout_);
   Tensor ids = src_ids_.view({rows}), lengths = src_lengths_.view({batch_});
   Tensor x = src_x0_.view({rows, d});
-  embedding_forward(ids, src_embed_->compute, x, src_len_, std::sqrt(static_cast<float>(d)),
-                    kPadId);
-  if (embed_p_ > 0) dropout_forward(x, x, embed_p_, src_embed_key_);
+  embed(ids, *src_embed_, x, src_len_, EmbeddingDropout{embed_p_, src_embed_key_});
   // Pre-norm: each layer computes the LayerNorm above it (the next layer's first, or the final
   // norm) in its last residual pass.
   const NormInto final_into =
@@ -248,9 +294,7 @@ Tensor Transformer::decode(const Tensor& enc_out, const StepContext& ctx) {
   Tensor ids = tgt_in_.view({rows}), lengths = tgt_lengths_.view({batch_});
   Tensor src_lengths = src_lengths_.view({batch_});
   Tensor y = tgt_x0_.view({rows, d});
-  embedding_forward(ids, tgt_embed_->compute, y, tgt_len_, std::sqrt(static_cast<float>(d)),
-                    kPadId);
-  if (embed_p_ > 0) dropout_forward(y, y, embed_p_, tgt_embed_key_);
+  embed(ids, *tgt_embed_, y, tgt_len_, EmbeddingDropout{embed_p_, tgt_embed_key_});
   const NormInto final_into =
       into_final_norm(dec_norm_g_, dec_norm_b_, dec_final_, dec_mean_, dec_rstd_, rows);
   const bool all_kv = cross_kv_all_layers_on();
@@ -300,6 +344,7 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
     throw std::logic_error(
         "Transformer::forward_backward: the model was planned for decoding only");
   upload(batch);
+  upload_row_orders(batch);
   const StepContext step_ctx = with_step_on_device(ctx);
   auto step = [&] { enqueue_forward_backward(step_ctx, label_smoothing, loss_scale); };
   if (graphs_ && !grad_ready_) {
@@ -332,7 +377,6 @@ void Transformer::enqueue_forward_backward(const StepContext& ctx, float label_s
 
 void Transformer::backward(Tensor& d_dec) {
   int64_t d = shape_.d_model, t_rows = batch_ * tgt_len_, s_rows = batch_ * src_len_;
-  float scale = std::sqrt(static_cast<float>(d));
   // The queued weight gradients wait for the end of the encoder's backward,
   // unless the exchange takes each layer's gradients as backward finishes them.
   dw_queue_.clear();
@@ -363,8 +407,8 @@ void Transformer::backward(Tensor& d_dec) {
     if (all_kv) cross_kv_->backward(d_enc);
     stage_done(stage++);  // every layer's cross-attention k and v
   }
-  if (embed_p_ > 0) dropout_backward(d_dec, d_dec, embed_p_, tgt_embed_key_);
-  embedding_backward(tgt_in_.view({t_rows}), d_dec, tgt_embed_->grad, scale, kPadId);
+  embed_backward(tgt_in_.view({t_rows}), d_dec, *tgt_embed_,
+                 EmbeddingDropout{embed_p_, tgt_embed_key_}, true);
   stage_done(stage++);  // a separate target embedding
 
   if (pre) {
@@ -379,8 +423,8 @@ void Transformer::backward(Tensor& d_dec) {
     stage_done(stage++);
   }
   dw_queue_.flush();  // (on only without a hook, so no stage above reported a queued gradient)
-  if (embed_p_ > 0) dropout_backward(d_enc, d_enc, embed_p_, src_embed_key_);
-  embedding_backward(src_ids_.view({s_rows}), d_enc, src_embed_->grad, scale, kPadId);
+  embed_backward(src_ids_.view({s_rows}), d_enc, *src_embed_,
+                 EmbeddingDropout{embed_p_, src_embed_key_}, false);
   stage_done(stage++);  // the source embedding (the shared table's last contribution)
   if (stage != stages_.size())
     throw std::logic_error("Transformer::backward: stage count mismatch");

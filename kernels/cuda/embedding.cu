@@ -1,15 +1,19 @@
 // Token embedding on the GPU. Forward: a [seq_len, d_model] sinusoid table is computed once per
-// call (in double, as the CPU does), then each row gathers table[id] * scale + sinusoid.
+// call (in double, as the CPU does), then each row gathers table[id] * scale + sinusoid (and, with
+// the embedding's dropout, drops it out where it stores it: dropout_forward's mask and bits).
 // Backward, deterministic without float atomics: a stable radix sort of (id, row) pairs groups the
-// rows of each id in row order; chunks of 32 sorted rows sum their segments, a segment lying in
-// one chunk is added to d_table by that chunk alone, and a segment crossing chunk boundaries is
-// finished by a second kernel that adds its chunks' partial sums in chunk order.
+// rows of each id in row order (or the caller's EmbeddingRowOrder, made on the host, replaces the
+// sort); chunks of 32 sorted rows sum their segments (each thread a pack of columns, the dropout
+// backward applied to each value as it is read), a segment lying in one chunk is added to d_table
+// by that chunk alone, and a segment crossing chunk boundaries is finished by a second kernel that
+// adds its chunks' partial sums in chunk order.
 #include <algorithm>
 #include <cmath>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
@@ -21,7 +25,34 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kColumnThreads = 128;
-constexpr int kChunk = 32;  // sorted rows per chunk of the backward
+constexpr int kChunk = 32;    // sorted rows per chunk of the backward
+constexpr int kRowBatch = 8;  // rows a thread of the backward has in flight at once
+
+// The embedding's dropout as the kernels take it (p = 0: none; keep_scale = 1 / (1 - p)).
+struct DropoutArgs {
+  float p = 0.0f, keep_scale = 1.0f;
+  RngKey key{};
+};
+
+DropoutArgs dropout_args(const EmbeddingDropout& dropout) {
+  if (dropout.p == 0.0f) return DropoutArgs{};
+  // The CPU's and dropout_forward's expression, so the kept values match bit for bit.
+  return DropoutArgs{dropout.p, 1.0f / (1.0f - dropout.p), dropout.key};
+}
+
+// Bit i: whether dropout keeps flat element first + i of VEC (all kept without dropout).
+template <int VEC>
+__device__ __forceinline__ uint32_t kept_bits(const DropoutArgs& dropout, int64_t first) {
+  if (dropout.p == 0.0f) return ~0u;
+  return dropout_keep_bits<VEC>(dropout.key, first, dropout.p);
+}
+
+// dropout_kernel's value: x times its scale, rounded to T (x itself without dropout).
+template <typename T>
+__device__ __forceinline__ T dropped(T x, uint32_t keep, int i, const DropoutArgs& dropout) {
+  if (dropout.p == 0.0f) return x;
+  return from_float<T>(to_float(x) * dropout_bit_scale(keep, i, dropout.keep_scale));
+}
 
 // positions: [seq_len, d_model] f32 (kernels/sinusoid.h).
 __global__ void sinusoid_table(float* __restrict__ positions, int64_t seq_len, int64_t d_model) {
@@ -30,12 +61,13 @@ __global__ void sinusoid_table(float* __restrict__ positions, int64_t seq_len, i
   positions[index] = sinusoid_value(index / d_model, index % d_model, d_model);
 }
 
-// One block per row, threads over packs of VEC columns.
+// One block per row, threads over packs of VEC columns (VEC 1, 4 or 8: dropout_keep_bits' packs,
+// from a multiple of VEC when VEC > 1).
 template <typename T, int VEC>
 __global__ void embedding_gather(const int32_t* __restrict__ ids, const T* __restrict__ table,
                                  const float* __restrict__ positions, T* __restrict__ out,
                                  int64_t vocab, int64_t d_model, int64_t seq_len, float scale,
-                                 int32_t pad_id) {
+                                 int32_t pad_id, DropoutArgs dropout) {
   using P = Pack<T, VEC>;
   const int64_t row = blockIdx.x;
   const int32_t id = ids[row];
@@ -55,6 +87,10 @@ __global__ void embedding_gather(const int32_t* __restrict__ ids, const T* __res
 #pragma unroll
       for (int i = 0; i < VEC; ++i)
         result.v[i] = from_float<T>(to_float(value.v[i]) * scale + position_row[p * VEC + i]);
+      // The dropout of the rounded value, as dropout_forward does to the stored row.
+      const uint32_t keep = kept_bits<VEC>(dropout, row * d_model + p * VEC);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) result.v[i] = dropped(result.v[i], keep, i, dropout);
     }
     out_row[p] = result;
   }
@@ -72,13 +108,18 @@ __global__ void sort_keys(const int32_t* __restrict__ ids, int64_t rows, int64_t
   values[i] = static_cast<int32_t>(i);
 }
 
-// grid (chunks, column tiles). partials: [chunks, 2, d_model]; slot 0 holds the chunk's first
-// segment when it began in an earlier chunk, slot 1 its last segment when it goes on past it.
-template <typename T>
+// grid (chunks, column tiles); each thread a pack of VEC columns (VEC 1, 4 or 8, d_model a multiple
+// of VEC; d_table and partials 16-byte aligned where VEC > 1). partials: [chunks, 2, d_model]; slot
+// 0 holds the chunk's first segment when it began in an earlier chunk, slot 1 its last segment when
+// it goes on past it. A column's segment sum adds its rows' values in sorted order, each value the
+// dropout backward's rounded one (dropout_kernel's) when there is dropout: the same sums for every
+// VEC, with or without the dropout fused.
+template <typename T, int VEC>
 __global__ void segment_sums(const uint32_t* __restrict__ sorted_ids,
                              const int32_t* __restrict__ sorted_rows, const T* __restrict__ d_out,
                              float* __restrict__ d_table, float* __restrict__ partials, int64_t n,
-                             int64_t d_model, uint32_t sentinel, float scale) {
+                             int64_t d_model, uint32_t sentinel, float scale, DropoutArgs dropout) {
+  using P = Pack<T, VEC>;
   __shared__ uint32_t chunk_ids[kChunk];
   __shared__ int32_t chunk_rows[kChunk];
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kChunk;
@@ -88,35 +129,48 @@ __global__ void segment_sums(const uint32_t* __restrict__ sorted_ids,
     chunk_rows[threadIdx.x] = sorted_rows[begin + threadIdx.x];
   }
   __syncthreads();
-  const int64_t col = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  const int64_t col = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * VEC;
   if (col >= d_model) return;
-  // All loads first, so they are in flight together.
-  float values[kChunk];
-#pragma unroll
-  for (int j = 0; j < kChunk; ++j)
-    values[j] =
-        j < count ? to_float(d_out[static_cast<int64_t>(chunk_rows[j]) * d_model + col]) : 0.0f;
   const bool first_continues = begin > 0 && sorted_ids[begin - 1] == chunk_ids[0];
   const bool last_continues =
       begin + count < n && sorted_ids[begin + count] == chunk_ids[count - 1];
-  float sum = 0.0f;
-  int segment_begin = 0;
+  // Adds the finished segment's sums where they go: d_table, or a partial slot.
+  const auto store = [&](const float(&sum)[VEC], uint32_t id, bool began_before, bool goes_on) {
+    if (id == sentinel) return;
+    if (!began_before && !goes_on) {
+      float* at = d_table + static_cast<int64_t>(id) * d_model + col;
 #pragma unroll
-  for (int j = 0; j < kChunk; ++j) {
-    if (j < count) {
-      sum += values[j];
+      for (int i = 0; i < VEC; ++i) at[i] += scale * sum[i];
+    } else {
+      float* at = partials +
+                  (static_cast<int64_t>(blockIdx.x) * 2 + (began_before ? 0 : 1)) * d_model + col;
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) at[i] = sum[i];
+    }
+  };
+  float sum[VEC] = {};
+  int segment_begin = 0;
+  for (int j0 = 0; j0 < count; j0 += kRowBatch) {
+    // The batch's loads first, so they are in flight together.
+    P values[kRowBatch];
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b)
+      if (j0 + b < count)
+        values[b] = *reinterpret_cast<const P*>(
+            d_out + static_cast<int64_t>(chunk_rows[j0 + b]) * d_model + col);
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+      const int j = j0 + b;
+      if (j >= count) break;
+      const uint32_t keep =
+          kept_bits<VEC>(dropout, static_cast<int64_t>(chunk_rows[j]) * d_model + col);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) sum[i] += to_float(dropped(values[b].v[i], keep, i, dropout));
       const uint32_t id = chunk_ids[j];
       if (j + 1 == count || chunk_ids[j + 1] != id) {
-        const bool began_before = segment_begin == 0 && first_continues;
-        const bool goes_on = j + 1 == count && last_continues;
-        if (id != sentinel) {
-          if (!began_before && !goes_on)
-            d_table[static_cast<int64_t>(id) * d_model + col] += scale * sum;
-          else
-            partials[(static_cast<int64_t>(blockIdx.x) * 2 + (began_before ? 0 : 1)) * d_model +
-                     col] = sum;
-        }
-        sum = 0.0f;
+        store(sum, id, segment_begin == 0 && first_continues, j + 1 == count && last_continues);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) sum[i] = 0.0f;
         segment_begin = j + 1;
       }
     }
@@ -156,7 +210,7 @@ int bits_for(uint64_t max_value) {
 }  // namespace
 
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int64_t seq_len,
-                       float scale, int32_t pad_id) {
+                       float scale, int32_t pad_id, const EmbeddingDropout& dropout) {
   constexpr const char* op = "embedding_forward";
   detail::require_rank(op, "ids", ids, 1);
   detail::require_rank(op, "table", table, 2);
@@ -165,6 +219,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
   detail::require_dtype(op, "ids", ids, DType::i32);
   detail::require_same_dtype(op, "out", out, "table", table);
   detail::require_on_gpu(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
+  detail::require_dropout_p(op, dropout.p);
   if (seq_len <= 0 || rows % seq_len != 0)
     throw std::invalid_argument(std::string(op) + ": rows " + std::to_string(rows) +
                                 " is not a multiple of seq_len " + std::to_string(seq_len));
@@ -176,6 +231,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
       positions, seq_len, d_model);
   CUDA_CHECK_LAUNCH();
   const auto* id_data = static_cast<const int32_t*>(ids.data);
+  const DropoutArgs drop = dropout_args(dropout);
   dispatch_float_dtype(table.dtype, op, "table", [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int vec = kPackWidth<T>;
@@ -186,18 +242,19 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
       const int threads =
           static_cast<int>(std::min<int64_t>(kThreads, (d_model / vec + 31) / 32 * 32));
       embedding_gather<T, vec><<<grid, threads, 0, stream>>>(
-          id_data, table_data, positions, out_data, vocab, d_model, seq_len, scale, pad_id);
+          id_data, table_data, positions, out_data, vocab, d_model, seq_len, scale, pad_id, drop);
     } else {
       const int threads = static_cast<int>(std::min<int64_t>(kThreads, (d_model + 31) / 32 * 32));
-      embedding_gather<T, 1><<<grid, threads, 0, stream>>>(id_data, table_data, positions, out_data,
-                                                           vocab, d_model, seq_len, scale, pad_id);
+      embedding_gather<T, 1><<<grid, threads, 0, stream>>>(
+          id_data, table_data, positions, out_data, vocab, d_model, seq_len, scale, pad_id, drop);
     }
     CUDA_CHECK_LAUNCH();
   });
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id) {
+                        int32_t pad_id, const EmbeddingDropout& dropout,
+                        const EmbeddingRowOrder* order) {
   constexpr const char* op = "embedding_backward";
   detail::require_rank(op, "ids", ids, 1);
   detail::require_rank(op, "d_table", d_table, 2);
@@ -206,49 +263,77 @@ void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table,
   detail::require_dtype(op, "ids", ids, DType::i32);
   detail::require_dtype(op, "d_table", d_table, DType::f32);
   detail::require_on_gpu(op, {{"ids", &ids}, {"d_out", &d_out}, {"d_table", &d_table}});
+  detail::require_dropout_p(op, dropout.p);
+  if (order != nullptr) {
+    check_shape(op, "order.keys", order->keys, {rows});
+    check_shape(op, "order.rows", order->rows, {rows});
+    detail::require_dtype(op, "order.keys", order->keys, DType::i32);
+    detail::require_dtype(op, "order.rows", order->rows, DType::i32);
+    detail::require_on_gpu(op, {{"order.keys", &order->keys}, {"order.rows", &order->rows}});
+  }
   if (rows == 0 || d_model == 0) return;
-  if (rows > INT32_MAX || vocab >= UINT32_MAX)
+  if (rows > INT32_MAX || vocab >= INT32_MAX)
     throw std::invalid_argument(std::string(op) + ": too many rows or too large a vocabulary");
   cudaStream_t stream = current_stream();
-  const int end_bit = bits_for(static_cast<uint64_t>(vocab));  // the sentinel vocab included
   const int64_t chunks = (rows + kChunk - 1) / kChunk;
 
+  // Without the caller's order: sort (id, row) pairs here, into the scratch beside the partials.
   size_t sort_bytes = 0;
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(rows),
-      0, end_bit, stream));
+  const int end_bit = bits_for(static_cast<uint64_t>(vocab));  // the sentinel vocab included
+  if (order == nullptr)
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+        nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+        static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+        static_cast<int>(rows), 0, end_bit, stream));
+  const size_t sorted = order == nullptr ? static_cast<size_t>(rows) : 0;
   ScratchLayout layout;
-  const size_t keys_in_offset = layout.add(static_cast<size_t>(rows) * sizeof(uint32_t));
-  const size_t keys_out_offset = layout.add(static_cast<size_t>(rows) * sizeof(uint32_t));
-  const size_t rows_in_offset = layout.add(static_cast<size_t>(rows) * sizeof(int32_t));
-  const size_t rows_out_offset = layout.add(static_cast<size_t>(rows) * sizeof(int32_t));
+  const size_t keys_in_offset = layout.add(sorted * sizeof(uint32_t));
+  const size_t keys_out_offset = layout.add(sorted * sizeof(uint32_t));
+  const size_t rows_in_offset = layout.add(sorted * sizeof(int32_t));
+  const size_t rows_out_offset = layout.add(sorted * sizeof(int32_t));
   const size_t sort_offset = layout.add(sort_bytes);
   const size_t partials_offset =
       layout.add(static_cast<size_t>(chunks * 2 * d_model) * sizeof(float));
   void* base = stream_resources(stream).scratch(layout.total());
-  uint32_t* keys_in = at_offset<uint32_t>(base, keys_in_offset);
-  uint32_t* sorted_ids = at_offset<uint32_t>(base, keys_out_offset);
-  int32_t* rows_in = at_offset<int32_t>(base, rows_in_offset);
-  int32_t* sorted_rows = at_offset<int32_t>(base, rows_out_offset);
   float* partials = at_offset<float>(base, partials_offset);
-
-  sort_keys<<<blocks_for(rows, kThreads), kThreads, 0, stream>>>(
-      static_cast<const int32_t*>(ids.data), rows, vocab, pad_id, keys_in, rows_in);
-  CUDA_CHECK_LAUNCH();
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(at_offset<void>(base, sort_offset), sort_bytes,
-                                             keys_in, sorted_ids, rows_in, sorted_rows,
-                                             static_cast<int>(rows), 0, end_bit, stream));
+  // Keys are ids in [0, vocab], so the order's i32 keys read as u32 are the same values.
+  const uint32_t* sorted_ids = order ? static_cast<const uint32_t*>(order->keys.data)
+                                     : at_offset<uint32_t>(base, keys_out_offset);
+  const int32_t* sorted_rows = order ? static_cast<const int32_t*>(order->rows.data)
+                                     : at_offset<int32_t>(base, rows_out_offset);
+  if (order == nullptr) {
+    uint32_t* keys_in = at_offset<uint32_t>(base, keys_in_offset);
+    int32_t* rows_in = at_offset<int32_t>(base, rows_in_offset);
+    sort_keys<<<blocks_for(rows, kThreads), kThreads, 0, stream>>>(
+        static_cast<const int32_t*>(ids.data), rows, vocab, pad_id, keys_in, rows_in);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(at_offset<void>(base, sort_offset), sort_bytes,
+                                               keys_in, at_offset<uint32_t>(base, keys_out_offset),
+                                               rows_in, at_offset<int32_t>(base, rows_out_offset),
+                                               static_cast<int>(rows), 0, end_bit, stream));
+  }
   const uint32_t sentinel = static_cast<uint32_t>(vocab);
   float* table_grad = static_cast<float*>(d_table.data);
-  const dim3 grid(static_cast<unsigned>(chunks), blocks_for(d_model, kColumnThreads));
+  const DropoutArgs drop = dropout_args(dropout);
   dispatch_float_dtype(d_out.dtype, op, "d_out", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    segment_sums<T><<<grid, kColumnThreads, 0, stream>>>(
-        sorted_ids, sorted_rows, static_cast<const T*>(d_out.data), table_grad, partials, rows,
-        d_model, sentinel, scale);
-    CUDA_CHECK_LAUNCH();
+    constexpr int vec = kPackWidth<T>;
+    const T* grad = static_cast<const T*>(d_out.data);
+    const auto launch = [&](auto kernel, int64_t packs) {
+      const int threads =
+          static_cast<int>(std::min<int64_t>(kColumnThreads, (packs + 31) / 32 * 32));
+      const dim3 grid(static_cast<unsigned>(chunks), blocks_for(packs, threads));
+      kernel<<<grid, threads, 0, stream>>>(sorted_ids, sorted_rows, grad, table_grad, partials,
+                                           rows, d_model, sentinel, scale, drop);
+      CUDA_CHECK_LAUNCH();
+    };
+    if (d_model % vec == 0 && is_aligned16(d_out.data) && is_aligned16(d_table.data) &&
+        is_aligned16(partials))
+      launch(segment_sums<T, vec>, d_model / vec);
+    else
+      launch(segment_sums<T, 1>, d_model);
   });
+  const dim3 grid(static_cast<unsigned>(chunks), blocks_for(d_model, kColumnThreads));
   finish_crossing_segments<<<grid, kColumnThreads, 0, stream>>>(sorted_ids, partials, table_grad,
                                                                 rows, d_model, sentinel, scale);
   CUDA_CHECK_LAUNCH();
