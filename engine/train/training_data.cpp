@@ -4,17 +4,24 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <utility>
 
 #include "data/batcher.h"
 #include "data/shard.h"
+#include "engine/train/prefetched_data.h"
 #include "engine/train/prepared_dir.h"
 #include "engine/train/synthetic_reverse.h"
+#include "kernels/env_switch.h"
 
 namespace nmt {
 
 namespace fs = std::filesystem;
 
 namespace {
+
+// NMT_PREFETCH_DATA=0: make_training_data returns the source unwrapped, each batch built when the
+// trainer asks for it.
+EnvSwitch prefetch_data_switch("NMT_PREFETCH_DATA", /*default_on=*/true);
 
 class SyntheticData : public TrainingData {
  public:
@@ -172,9 +179,22 @@ class CorpusData : public TrainingData {
 
 }  // namespace
 
+void set_prefetch_data(bool on) {
+  prefetch_data_switch.set(on);
+}
+
+bool prefetch_data() {
+  return prefetch_data_switch.get();
+}
+
 std::unique_ptr<TrainingData> make_training_data(const RunConfig& cfg, int world_size, int rank) {
-  if (cfg.data.train_is_synthetic()) return std::make_unique<SyntheticData>(cfg, world_size, rank);
-  return std::make_unique<CorpusData>(cfg, world_size, rank);
+  std::unique_ptr<TrainingData> data;
+  if (cfg.data.train_is_synthetic())
+    data = std::make_unique<SyntheticData>(cfg, world_size, rank);
+  else
+    data = std::make_unique<CorpusData>(cfg, world_size, rank);
+  if (prefetch_data()) data = std::make_unique<PrefetchedData>(std::move(data));
+  return data;
 }
 
 }  // namespace nmt

@@ -43,7 +43,13 @@ class TrainingData {
   virtual std::string describe() const = 0;
 };
 
-// Builds the configured data source for this rank.
+// Builds the configured data source for this rank, wrapped in a PrefetchedData (the next training
+// batch built on a background thread, engine/train/prefetched_data.h) while prefetch_data() is on.
 std::unique_ptr<TrainingData> make_training_data(const RunConfig& cfg, int world_size, int rank);
+
+// On by default; NMT_PREFETCH_DATA=0 in the environment, or set_prefetch_data(false), turns it off
+// (make_training_data then returns the source itself: for A/B timing and bisecting).
+void set_prefetch_data(bool on);
+bool prefetch_data();
 
 }  // namespace nmt
