@@ -2,7 +2,6 @@
 // sinusoid formula every backend shares.
 #include "kernels/embedding.h"
 
-#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -43,8 +42,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id, const EmbeddingDropout& dropout,
-                        const EmbeddingRowOrder* order) {
+                        int32_t pad_id, const EmbeddingDropout& dropout) {
   constexpr const char* op = "embedding_backward";
   const int64_t rows = ids.dim(0);
   detail::require_rank(op, "ids", ids, 1, "[rows]");
@@ -55,7 +53,7 @@ void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table,
   check_same_device(op, {&ids, &d_out, &d_table});
   detail::require_dropout_p(op, dropout.p);
   if (detail::call_device({&ids, &d_out, &d_table}) == Device::cuda)
-    return cuda::embedding_backward(ids, d_out, d_table, scale, pad_id, dropout, order);
+    return cuda::embedding_backward(ids, d_out, d_table, scale, pad_id, dropout);
   const float* grad = detail::cpu_f32(op, "d_out", d_out);
   // The reference: dropout_backward into a copy (d_out stays as it was), then the embedding's.
   std::vector<float> dropped;
@@ -68,27 +66,6 @@ void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table,
   cpu::embedding_backward(detail::cpu_i32(op, "ids", ids), grad,
                           detail::cpu_f32(op, "d_table", d_table), rows, vocab, d_model, scale,
                           pad_id);
-}
-
-void embedding_row_order(const int32_t* ids, int64_t n, int64_t vocab, int32_t pad_id,
-                         int32_t* keys, int32_t* rows) {
-  if (n < 0 || vocab < 0 || n > std::numeric_limits<int32_t>::max() ||
-      vocab >= std::numeric_limits<int32_t>::max())
-    throw std::invalid_argument("embedding_row_order: " + std::to_string(n) + " ids, vocabulary " +
-                                std::to_string(vocab) + " out of range");
-  const auto key_of = [&](int32_t id) {
-    return id == pad_id || id < 0 || id >= vocab ? static_cast<int32_t>(vocab) : id;
-  };
-  // counts[k + 1]: how many keys are k; then, summed, where key k's rows begin.
-  std::vector<int32_t> starts(static_cast<size_t>(vocab) + 2, 0);
-  for (int64_t i = 0; i < n; ++i) ++starts[static_cast<size_t>(key_of(ids[i])) + 1];
-  for (size_t k = 1; k < starts.size(); ++k) starts[k] += starts[k - 1];
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t key = key_of(ids[i]);
-    const int32_t at = starts[static_cast<size_t>(key)]++;
-    keys[at] = key;
-    rows[at] = static_cast<int32_t>(i);
-  }
 }
 
 }  // namespace nmt

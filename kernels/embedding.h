@@ -16,14 +16,6 @@ struct EmbeddingDropout {
   RngKey key{};
 };
 
-// The backward's grouping of rows by id, made where the ids are on the host (embedding_row_order)
-// so that the op does not sort them on the device. keys: [rows] i32, ascending; rows: [rows] i32,
-// the row each key came from, ascending among equal keys. Both on the op's device.
-struct EmbeddingRowOrder {
-  Tensor keys;
-  Tensor rows;
-};
-
 // ids:    [rows] i32, rows = batch * seq_len, row r is position r % seq_len of its sentence
 // table:  [vocab, d_model]
 // out:    [rows, d_model]; rows whose id is pad_id are all zeros (no position either)
@@ -35,16 +27,8 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
 
 // d_out:   [rows, d_model]
 // d_table: [vocab, d_model], accumulated (+=): d_table[id] += scale * d_out[row]; pad rows skipped.
-// order: null, or embedding_row_order of these ids (the CPU backend needs none and ignores it).
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id, const EmbeddingDropout& dropout = {},
-                        const EmbeddingRowOrder* order = nullptr);
-
-// Host: the row order of the backward for ids [n]: keys [n] (the id, or vocab for pad_id and ids
-// outside [0, vocab), so those sort last) in ascending order, rows [n] the row of each key,
-// ascending among equal keys (a stable sort by id). A counting sort over the vocabulary.
-void embedding_row_order(const int32_t* ids, int64_t n, int64_t vocab, int32_t pad_id,
-                         int32_t* keys, int32_t* rows);
+                        int32_t pad_id, const EmbeddingDropout& dropout = {});
 
 // The sinusoid value for one (position, dim), so every backend and test agrees on it.
 float sinusoid_position(int64_t position, int64_t dim, int64_t d_model);

@@ -25,9 +25,8 @@ EnvSwitch queue_weight_grads_switch("NMT_QUEUE_WEIGHT_GRADS", /*default_on=*/tru
 // self-attention's joined q | k | v and the feed-forward fc1 and fc2 ones (whose gradients need
 // buffers of their own: memory).
 EnvSwitch queue_large_weight_grads_switch("NMT_QUEUE_LARGE_WEIGHT_GRADS", /*default_on=*/true);
-// The embeddings' dropout inside the embedding ops, and (on the GPU) their backward's row order
-// sorted on the host; NMT_EMBEDDING_FUSED=0 runs the dropout ops beside them and sorts on the
-// device instead (the same bits; for comparing the two).
+// The embeddings' dropout inside the embedding ops; NMT_EMBEDDING_FUSED=0 runs the dropout ops
+// beside them instead (the same bits; for comparing the two).
 EnvSwitch embedding_fused_switch("NMT_EMBEDDING_FUSED", /*default_on=*/true);
 
 }  // namespace
@@ -156,7 +155,6 @@ void Transformer::allocate(Arena& arena) {
   src_lengths_ = arena.allocate("src_lengths", DType::i32, rows);
   tgt_lengths_ = arena.allocate("tgt_lengths", DType::i32, rows);
   step_ = arena.allocate("step", DType::i32, 2);
-  if (plan_.training) row_orders_buffer_ = arena.allocate("row_orders", DType::i32, 4 * rows);
   loss_sums_ = arena.allocate("loss_sums", DType::i32, kLossSumsWords);
   src_x0_ = arena.allocate("src_x0", act, rows * d);
   tgt_x0_ = arena.allocate("tgt_x0", act, rows * d);
@@ -217,19 +215,6 @@ void Transformer::upload(const Batch& batch) {
   upload_i32(batch.tgt_lengths, tgt_lengths_);
 }
 
-void Transformer::upload_row_orders(const Batch& batch) {
-  row_orders_ = device_ == Device::cuda && embedding_fused_switch.get();
-  if (!row_orders_) return;  // the CPU backend's backward needs no order
-  const int64_t s_rows = batch_ * src_len_, t_rows = batch_ * tgt_len_;
-  row_orders_host_.resize(static_cast<size_t>(2 * (s_rows + t_rows)));
-  int32_t* at = row_orders_host_.data();
-  embedding_row_order(batch.src.data(), s_rows, src_embed_->grad.dim(0), kPadId, at, at + s_rows);
-  at += 2 * s_rows;
-  embedding_row_order(batch.tgt_in.data(), t_rows, tgt_embed_->grad.dim(0), kPadId, at,
-                      at + t_rows);
-  upload_i32(row_orders_host_, row_orders_buffer_);
-}
-
 void Transformer::embed(const Tensor& ids, const Param& table, Tensor& out, int64_t seq_len,
                         const EmbeddingDropout& dropout) const {
   const float scale = std::sqrt(static_cast<float>(shape_.d_model));
@@ -240,24 +225,13 @@ void Transformer::embed(const Tensor& ids, const Param& table, Tensor& out, int6
 }
 
 void Transformer::embed_backward(const Tensor& ids, Tensor& d_out, Param& table,
-                                 const EmbeddingDropout& dropout, bool target) const {
+                                 const EmbeddingDropout& dropout) const {
   const float scale = std::sqrt(static_cast<float>(shape_.d_model));
   if (!embedding_fused_switch.get()) {
     if (dropout.p > 0) dropout_backward(d_out, d_out, dropout.p, dropout.key);
     return embedding_backward(ids, d_out, table.grad, scale, kPadId);
   }
-  const EmbeddingRowOrder order = row_orders_ ? row_order(target) : EmbeddingRowOrder{};
-  embedding_backward(ids, d_out, table.grad, scale, kPadId, dropout,
-                     row_orders_ ? &order : nullptr);
-}
-
-// The source's (or target's) row order in row_orders_buffer_: [keys | rows] of its batch.
-EmbeddingRowOrder Transformer::row_order(bool target) const {
-  const int64_t s_rows = batch_ * src_len_, t_rows = batch_ * tgt_len_;
-  const int64_t first = target ? 2 * s_rows : 0, n = target ? t_rows : s_rows;
-  auto* base = static_cast<int32_t*>(row_orders_buffer_.data);
-  return EmbeddingRowOrder{Tensor(base + first, DType::i32, device_, {n}),
-                           Tensor(base + first + n, DType::i32, device_, {n})};
+  embedding_backward(ids, d_out, table.grad, scale, kPadId, dropout);
 }
 
 Tensor Transformer::encode(const StepContext& ctx) {
@@ -344,7 +318,6 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
     throw std::logic_error(
         "Transformer::forward_backward: the model was planned for decoding only");
   upload(batch);
-  upload_row_orders(batch);
   const StepContext step_ctx = with_step_on_device(ctx);
   auto step = [&] { enqueue_forward_backward(step_ctx, label_smoothing, loss_scale); };
   if (graphs_ && !grad_ready_) {
@@ -408,7 +381,7 @@ void Transformer::backward(Tensor& d_dec) {
     stage_done(stage++);  // every layer's cross-attention k and v
   }
   embed_backward(tgt_in_.view({t_rows}), d_dec, *tgt_embed_,
-                 EmbeddingDropout{embed_p_, tgt_embed_key_}, true);
+                 EmbeddingDropout{embed_p_, tgt_embed_key_});
   stage_done(stage++);  // a separate target embedding
 
   if (pre) {
@@ -424,7 +397,7 @@ void Transformer::backward(Tensor& d_dec) {
   }
   dw_queue_.flush();  // (on only without a hook, so no stage above reported a queued gradient)
   embed_backward(src_ids_.view({s_rows}), d_enc, *src_embed_,
-                 EmbeddingDropout{embed_p_, src_embed_key_}, false);
+                 EmbeddingDropout{embed_p_, src_embed_key_});
   stage_done(stage++);  // the source embedding (the shared table's last contribution)
   if (stage != stages_.size())
     throw std::logic_error("Transformer::backward: stage count mismatch");

@@ -143,16 +143,12 @@ class Transformer {
   void final_norm_backward(Tensor& grad, const Tensor& x, Param* gain, Param* bias,
                            const Buffer& mean, const Buffer& rstd, const BranchTail* top);
   void allocate(Arena& arena);
-  // Training on the GPU: the embeddings' backward row orders (embedding_row_order), sorted here on
-  // the host and uploaded in one copy, so the backward sorts nothing on the device.
-  void upload_row_orders(const Batch& batch);
-  EmbeddingRowOrder row_order(bool target) const;
   // The source's or target's embedding (ids [rows], out / d_out [rows, d_model]) with its dropout,
   // fused unless NMT_EMBEDDING_FUSED=0; the backward accumulates into table.grad.
   void embed(const Tensor& ids, const Param& table, Tensor& out, int64_t seq_len,
              const EmbeddingDropout& dropout) const;
   void embed_backward(const Tensor& ids, Tensor& d_out, Param& table,
-                      const EmbeddingDropout& dropout, bool target) const;
+                      const EmbeddingDropout& dropout) const;
   // The parameters registered since `first` (an index into params_), as one backward stage.
   void add_stage(std::vector<std::vector<const Param*>>& stages, size_t first);
   void stage_done(size_t stage) const;
@@ -191,11 +187,6 @@ class Transformer {
   // Inputs: [rows] i32 ids, [batch] i32 lengths.
   Buffer src_ids_, tgt_in_, tgt_out_, src_lengths_, tgt_lengths_;
   Buffer step_;       // [2] i32: the step as a u64 (StepContext::step_on_device)
-  // Training only: [4, rows] i32, the source's then the target's EmbeddingRowOrder (keys, rows),
-  // valid for the batch of the last forward_backward when row_orders_ (the GPU).
-  Buffer row_orders_buffer_;
-  std::vector<int32_t> row_orders_host_;  // its staging copy
-  bool row_orders_ = false;
   Buffer loss_sums_;  // [kLossSumsWords] i32: cross_entropy_forward_backward_into's sums
   // Activations: [rows, d_model] (embeddings, final norms), [rows, vocab] logits.
   Buffer src_x0_, tgt_x0_, enc_final_, dec_final_, logits_;

@@ -2,11 +2,10 @@
 // call (in double, as the CPU does), then each row gathers table[id] * scale + sinusoid (and, with
 // the embedding's dropout, drops it out where it stores it: dropout_forward's mask and bits).
 // Backward, deterministic without float atomics: a stable radix sort of (id, row) pairs groups the
-// rows of each id in row order (or the caller's EmbeddingRowOrder, made on the host, replaces the
-// sort); chunks of 32 sorted rows sum their segments (each thread a pack of columns, the dropout
-// backward applied to each value as it is read), a segment lying in one chunk is added to d_table
-// by that chunk alone, and a segment crossing chunk boundaries is finished by a second kernel that
-// adds its chunks' partial sums in chunk order.
+// rows of each id in row order; chunks of 32 sorted rows sum their segments (each thread a pack of
+// columns, the dropout backward applied to each value as it is read), a segment lying in one chunk
+// is added to d_table by that chunk alone, and a segment crossing chunk boundaries is finished by a
+// second kernel that adds its chunks' partial sums in chunk order.
 #include <algorithm>
 #include <cmath>
 #include <cub/device/device_radix_sort.cuh>
@@ -47,11 +46,13 @@ __device__ __forceinline__ uint32_t kept_bits(const DropoutArgs& dropout, int64_
   return dropout_keep_bits<VEC>(dropout.key, first, dropout.p);
 }
 
-// dropout_kernel's value: x times its scale, rounded to T (x itself without dropout).
+// dropout_kernel's value: x times its scale, rounded to T (x itself without dropout). __fmul_rn:
+// in f32 nothing rounds between this product and the segment sum's add, which nvcc would
+// otherwise contract into one FMA (one rounding where the separate ops round twice).
 template <typename T>
 __device__ __forceinline__ T dropped(T x, uint32_t keep, int i, const DropoutArgs& dropout) {
   if (dropout.p == 0.0f) return x;
-  return from_float<T>(to_float(x) * dropout_bit_scale(keep, i, dropout.keep_scale));
+  return from_float<T>(__fmul_rn(to_float(x), dropout_bit_scale(keep, i, dropout.keep_scale)));
 }
 
 // positions: [seq_len, d_model] f32 (kernels/sinusoid.h).
@@ -253,8 +254,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id, const EmbeddingDropout& dropout,
-                        const EmbeddingRowOrder* order) {
+                        int32_t pad_id, const EmbeddingDropout& dropout) {
   constexpr const char* op = "embedding_backward";
   detail::require_rank(op, "ids", ids, 1);
   detail::require_rank(op, "d_table", d_table, 2);
@@ -264,54 +264,39 @@ void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table,
   detail::require_dtype(op, "d_table", d_table, DType::f32);
   detail::require_on_gpu(op, {{"ids", &ids}, {"d_out", &d_out}, {"d_table", &d_table}});
   detail::require_dropout_p(op, dropout.p);
-  if (order != nullptr) {
-    check_shape(op, "order.keys", order->keys, {rows});
-    check_shape(op, "order.rows", order->rows, {rows});
-    detail::require_dtype(op, "order.keys", order->keys, DType::i32);
-    detail::require_dtype(op, "order.rows", order->rows, DType::i32);
-    detail::require_on_gpu(op, {{"order.keys", &order->keys}, {"order.rows", &order->rows}});
-  }
   if (rows == 0 || d_model == 0) return;
-  if (rows > INT32_MAX || vocab >= INT32_MAX)
+  if (rows > INT32_MAX || vocab >= UINT32_MAX)
     throw std::invalid_argument(std::string(op) + ": too many rows or too large a vocabulary");
   cudaStream_t stream = current_stream();
+  const int end_bit = bits_for(static_cast<uint64_t>(vocab));  // the sentinel vocab included
   const int64_t chunks = (rows + kChunk - 1) / kChunk;
 
-  // Without the caller's order: sort (id, row) pairs here, into the scratch beside the partials.
   size_t sort_bytes = 0;
-  const int end_bit = bits_for(static_cast<uint64_t>(vocab));  // the sentinel vocab included
-  if (order == nullptr)
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-        nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
-        static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
-        static_cast<int>(rows), 0, end_bit, stream));
-  const size_t sorted = order == nullptr ? static_cast<size_t>(rows) : 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(rows),
+      0, end_bit, stream));
   ScratchLayout layout;
-  const size_t keys_in_offset = layout.add(sorted * sizeof(uint32_t));
-  const size_t keys_out_offset = layout.add(sorted * sizeof(uint32_t));
-  const size_t rows_in_offset = layout.add(sorted * sizeof(int32_t));
-  const size_t rows_out_offset = layout.add(sorted * sizeof(int32_t));
+  const size_t keys_in_offset = layout.add(static_cast<size_t>(rows) * sizeof(uint32_t));
+  const size_t keys_out_offset = layout.add(static_cast<size_t>(rows) * sizeof(uint32_t));
+  const size_t rows_in_offset = layout.add(static_cast<size_t>(rows) * sizeof(int32_t));
+  const size_t rows_out_offset = layout.add(static_cast<size_t>(rows) * sizeof(int32_t));
   const size_t sort_offset = layout.add(sort_bytes);
   const size_t partials_offset =
       layout.add(static_cast<size_t>(chunks * 2 * d_model) * sizeof(float));
   void* base = stream_resources(stream).scratch(layout.total());
+  uint32_t* keys_in = at_offset<uint32_t>(base, keys_in_offset);
+  uint32_t* sorted_ids = at_offset<uint32_t>(base, keys_out_offset);
+  int32_t* rows_in = at_offset<int32_t>(base, rows_in_offset);
+  int32_t* sorted_rows = at_offset<int32_t>(base, rows_out_offset);
   float* partials = at_offset<float>(base, partials_offset);
-  // Keys are ids in [0, vocab], so the order's i32 keys read as u32 are the same values.
-  const uint32_t* sorted_ids = order ? static_cast<const uint32_t*>(order->keys.data)
-                                     : at_offset<uint32_t>(base, keys_out_offset);
-  const int32_t* sorted_rows = order ? static_cast<const int32_t*>(order->rows.data)
-                                     : at_offset<int32_t>(base, rows_out_offset);
-  if (order == nullptr) {
-    uint32_t* keys_in = at_offset<uint32_t>(base, keys_in_offset);
-    int32_t* rows_in = at_offset<int32_t>(base, rows_in_offset);
-    sort_keys<<<blocks_for(rows, kThreads), kThreads, 0, stream>>>(
-        static_cast<const int32_t*>(ids.data), rows, vocab, pad_id, keys_in, rows_in);
-    CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(at_offset<void>(base, sort_offset), sort_bytes,
-                                               keys_in, at_offset<uint32_t>(base, keys_out_offset),
-                                               rows_in, at_offset<int32_t>(base, rows_out_offset),
-                                               static_cast<int>(rows), 0, end_bit, stream));
-  }
+
+  sort_keys<<<blocks_for(rows, kThreads), kThreads, 0, stream>>>(
+      static_cast<const int32_t*>(ids.data), rows, vocab, pad_id, keys_in, rows_in);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(at_offset<void>(base, sort_offset), sort_bytes,
+                                             keys_in, sorted_ids, rows_in, sorted_rows,
+                                             static_cast<int>(rows), 0, end_bit, stream));
   const uint32_t sentinel = static_cast<uint32_t>(vocab);
   float* table_grad = static_cast<float*>(d_table.data);
   const DropoutArgs drop = dropout_args(dropout);

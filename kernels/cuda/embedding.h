@@ -16,9 +16,8 @@ namespace nmt::cuda {
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int64_t seq_len,
                        float scale, int32_t pad_id, const EmbeddingDropout& dropout = {});
 // d_out: [rows, d_model] T; d_table: [vocab, d_model] f32, accumulated (+=) deterministically.
-// dropout, order: as kernels/embedding.h describes them.
+// dropout: as kernels/embedding.h describes it.
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id, const EmbeddingDropout& dropout = {},
-                        const EmbeddingRowOrder* order = nullptr);
+                        int32_t pad_id, const EmbeddingDropout& dropout = {});
 
 }  // namespace nmt::cuda

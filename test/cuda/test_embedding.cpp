@@ -79,13 +79,11 @@ TEST_CASE("cuda embedding matches the CPU reference", "[cuda][embedding]") {
     }
 }
 
-// The fused dropout and the host-made row order change nothing: the forward equals
-// embedding_forward then dropout_forward, and the backward dropout_backward (into a copy) then
-// embedding_backward, bit for bit, with or without the order, in every dtype, at widths the packed
-// kernels take (multiples of the pack, aligned) and the one-element kernels take (odd widths, or
-// tensors one element off their alignment).
-TEST_CASE("cuda embedding's fused dropout and host row order equal the separate ops",
-          "[cuda][embedding]") {
+// The fused dropout changes nothing: the forward equals embedding_forward then dropout_forward, and
+// the backward dropout_backward (into a copy) then embedding_backward, bit for bit, in every dtype,
+// at widths the packed kernels take (multiples of the pack, aligned) and the one-element kernels
+// take (odd widths, or tensors one element off their alignment).
+TEST_CASE("cuda embedding's fused dropout equals the separate ops", "[cuda][embedding]") {
   struct Case {
     int64_t batch, seq_len, vocab, d_model;
     int offset;  // elements the activations and gradients sit off their alignment
@@ -121,25 +119,17 @@ TEST_CASE("cuda embedding's fused dropout and host row order equal the separate 
       for (float v : out) zeros += v == 0.0f ? 1 : 0;
       CHECK(zeros > d);  // more than the pad row: the mask dropped elements
 
-      std::vector<int32_t> keys(ids.size()), order_rows(ids.size());
-      embedding_row_order(ids.data(), rows, vocab, kPad, keys.data(), order_rows.data());
-      GpuTensor gkeys = upload_i32(keys, {rows}), grows = upload_i32(order_rows, {rows});
-      const EmbeddingRowOrder order{gkeys.view, grows.view};
       GpuTensor gdout = upload(d_out, {rows, d}, dtype, c.offset);
       const std::vector<float> d_out_stored = download(gdout.view);
       GpuTensor grad_fused = upload(grad_init, {vocab, d}, DType::f32);
       cuda::embedding_backward(gids.view, gdout.view, grad_fused.view, scale, kPad, dropout);
       check_identical("d_out left as it was", download(gdout.view), d_out_stored);
-      GpuTensor grad_ordered = upload(grad_init, {vocab, d}, DType::f32);
-      cuda::embedding_backward(gids.view, gdout.view, grad_ordered.view, scale, kPad, dropout,
-                               &order);
       GpuTensor dropped = upload(d_out, {rows, d}, dtype, c.offset);
       cuda::dropout_backward(dropped.view, dropped.view, p, dropout.key);
       GpuTensor grad_separate = upload(grad_init, {vocab, d}, DType::f32);
       cuda::embedding_backward(gids.view, dropped.view, grad_separate.view, scale, kPad);
       const std::vector<float> expected = download(grad_separate.view);
       check_identical("d_table, dropout fused", download(grad_fused.view), expected);
-      check_identical("d_table, host order", download(grad_ordered.view), expected);
       if (d == 512 && c.offset == 0) packed_out = out, packed_grad = expected;
       if (d == 512 && c.offset == 1) {
         check_identical("one-element against packed forward", out, packed_out);

@@ -1,9 +1,6 @@
 // Token embedding: sinusoid values, lookup + scale + position, the d_table gradient, shape errors.
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <stdexcept>
-#include <utility>
 #include <vector>
 
 #include "kernels/elementwise.h"
@@ -130,39 +127,6 @@ TEST_CASE("embedding ops reject bad shapes and ids, naming the op", "[embedding]
   CHECK(message([&] {
           embedding_forward(view(float_ids, {4}), view(table, {4, 3}), out_view, 2, 1, 0);
         }).find("ids must be i32") != std::string::npos);
-}
-
-TEST_CASE("embedding_row_order is a stable sort by id, pad and invalid ids last", "[embedding]") {
-  const int64_t vocab = 50;
-  std::vector<int32_t> ids(2000);
-  const std::vector<float> picks = random_uniform(2000, 7);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((picks[i] + 1.0f) * 28) - 3;
-  ids[5] = kPad;  // pad, negative and too large ids all become the sentinel `vocab`
-  ids[6] = -1;
-  ids[7] = static_cast<int32_t>(vocab);
-  const int64_t n = static_cast<int64_t>(ids.size());
-  std::vector<int32_t> keys(ids.size()), rows(ids.size());
-  embedding_row_order(ids.data(), n, vocab, kPad, keys.data(), rows.data());
-  // The reference: (key, row) pairs sorted, so equal keys keep their row order.
-  std::vector<std::pair<int32_t, int32_t>> expected;
-  for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
-    const int32_t id = ids[static_cast<size_t>(i)];
-    expected.emplace_back(id == kPad || id < 0 || id >= vocab ? static_cast<int32_t>(vocab) : id,
-                          i);
-  }
-  std::sort(expected.begin(), expected.end());
-  int sentinels = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    INFO("position " << i);
-    CHECK(keys[i] == expected[i].first);
-    CHECK(rows[i] == expected[i].second);
-    sentinels += keys[i] == vocab ? 1 : 0;
-  }
-  CHECK(sentinels >= 3);
-  // Empty input, and a count out of range.
-  embedding_row_order(ids.data(), 0, vocab, kPad, keys.data(), rows.data());
-  CHECK_THROWS_AS(embedding_row_order(ids.data(), -1, vocab, kPad, keys.data(), rows.data()),
-                  std::invalid_argument);
 }
 
 TEST_CASE("the embedding's dropout is the dropout op applied to its output and gradient",
