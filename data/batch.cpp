@@ -2,7 +2,9 @@
 #include "data/batch.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace nmt {
 
@@ -57,6 +59,39 @@ Batch make_batch(const std::vector<std::vector<int32_t>>& sources,
     b.tgt_lengths.push_back(static_cast<int32_t>(t.size() + 1));
   }
   return b;
+}
+
+namespace {
+
+// order [2 * ids.size()]: keys ascending, then rows (see Batch::src_order).
+void row_order(const std::vector<int32_t>& ids, std::vector<int32_t>& order) {
+  const size_t n = ids.size();
+  if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    throw std::invalid_argument("add_row_orders: " + std::to_string(n) + " ids");
+  int32_t top = -1;  // the largest real id
+  for (int32_t id : ids)
+    if (id != kPadId && id > top) top = id;
+  // starts[k]: where key k's rows begin; bucket top + 1 holds the pad rows.
+  std::vector<int32_t> starts(static_cast<size_t>(top) + 3, 0);
+  const auto bucket = [&](int32_t id) {
+    return id == kPadId || id < 0 ? static_cast<size_t>(top) + 1 : static_cast<size_t>(id);
+  };
+  for (int32_t id : ids) ++starts[bucket(id) + 1];
+  for (size_t k = 1; k < starts.size(); ++k) starts[k] += starts[k - 1];
+  order.resize(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t b = bucket(ids[i]);
+    const auto at = static_cast<size_t>(starts[b]++);
+    order[at] = b == static_cast<size_t>(top) + 1 ? kOrderPadKey : ids[i];
+    order[n + at] = static_cast<int32_t>(i);
+  }
+}
+
+}  // namespace
+
+void add_row_orders(Batch& batch) {
+  row_order(batch.src, batch.src_order);
+  row_order(batch.tgt_in, batch.tgt_order);
 }
 
 }  // namespace nmt

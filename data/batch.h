@@ -38,10 +38,25 @@ struct Batch {
   std::vector<int32_t> src_lengths;  // [B] real source tokens (no padding)
   std::vector<int32_t> tgt_lengths;  // [B] real decoder positions = target tokens + 1 (for eos)
   std::vector<int64_t> ids;          // [B] index of each pair in its corpus (for decoding order)
+  // Optional (add_row_orders; training batches have them): src's and tgt_in's rows grouped by id
+  // for the embeddings' backward, [2, B * S] and [2, B * T]: the ids in ascending order (kPadId and
+  // negative ids as kOrderPadKey, last), then the row each came from, ascending among equal ids.
+  // Empty: the model sorts the ids on the device instead.
+  std::vector<int32_t> src_order;
+  std::vector<int32_t> tgt_order;
 
   int64_t src_tokens() const;  // sum of src_lengths
   int64_t tgt_tokens() const;  // sum of tgt_lengths: the tokens the loss is normalised by
 };
+
+// The key of pad (and negative) ids in a Batch's row orders: above every real id, so they sort
+// last.
+inline constexpr int32_t kOrderPadKey = 0x7fffffff;
+
+// Fills batch.src_order and batch.tgt_order from its ids: a stable counting sort over the ids,
+// made where the batch is built (nmt-train builds the next batch while the GPU runs a step), so the
+// step need not sort on the device.
+void add_row_orders(Batch& batch);
 
 // Builds a padded Batch from unpadded id sequences (no bos/eos in them); lengths are padded up to a
 // multiple of pad_multiple (and at least 1). Used by every batch source, synthetic or corpus.

@@ -185,6 +185,7 @@ Batch TokenBatcher::next() {
     }
   }
   Batch batch = make_batch(sources_, targets_, ids_, options_.pad_multiple);
+  add_row_orders(batch);  // here, on nmt-train's prefetch thread, not in the step
   // Roll over right away, so the position always names a batch that exists.
   if (++batch_ == static_cast<int64_t>(batches_.size())) {
     ++epoch_;

@@ -42,7 +42,8 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id, const EmbeddingDropout& dropout) {
+                        int32_t pad_id, const EmbeddingDropout& dropout,
+                        const EmbeddingRowOrder* order) {
   constexpr const char* op = "embedding_backward";
   const int64_t rows = ids.dim(0);
   detail::require_rank(op, "ids", ids, 1, "[rows]");
@@ -53,7 +54,7 @@ void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table,
   check_same_device(op, {&ids, &d_out, &d_table});
   detail::require_dropout_p(op, dropout.p);
   if (detail::call_device({&ids, &d_out, &d_table}) == Device::cuda)
-    return cuda::embedding_backward(ids, d_out, d_table, scale, pad_id, dropout);
+    return cuda::embedding_backward(ids, d_out, d_table, scale, pad_id, dropout, order);
   const float* grad = detail::cpu_f32(op, "d_out", d_out);
   // The reference: dropout_backward into a copy (d_out stays as it was), then the embedding's.
   std::vector<float> dropped;

@@ -16,6 +16,16 @@ struct EmbeddingDropout {
   RngKey key{};
 };
 
+// The backward's grouping of rows by id, made off the device (data/batch.h: add_row_orders), so
+// the op need not sort. keys: [rows] i32 in ascending order, each a row's id, or any key >= vocab
+// for a row to skip (pad); rows: [rows] i32, the row of each key, ascending among equal keys (a
+// stable sort). On the op's device. The result is the device sort's, bit for bit, where every id
+// is in [0, vocab) or pad.
+struct EmbeddingRowOrder {
+  Tensor keys;
+  Tensor rows;
+};
+
 // ids:    [rows] i32, rows = batch * seq_len, row r is position r % seq_len of its sentence
 // table:  [vocab, d_model]
 // out:    [rows, d_model]; rows whose id is pad_id are all zeros (no position either)
@@ -27,8 +37,11 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
 
 // d_out:   [rows, d_model]
 // d_table: [vocab, d_model], accumulated (+=): d_table[id] += scale * d_out[row]; pad rows skipped.
+// order: null (the op sorts), or the rows grouped as EmbeddingRowOrder says (the CPU backend needs
+// no order and ignores it).
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id, const EmbeddingDropout& dropout = {});
+                        int32_t pad_id, const EmbeddingDropout& dropout = {},
+                        const EmbeddingRowOrder* order = nullptr);
 
 // The sinusoid value for one (position, dim), so every backend and test agrees on it.
 float sinusoid_position(int64_t position, int64_t dim, int64_t d_model);

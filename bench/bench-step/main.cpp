@@ -75,7 +75,9 @@ nmt::Batch random_batch(const Options& o) {
     for (int64_t j = 0; j + 1 < o.tgt_len; ++j) tgt[i].push_back(id(rng));
     ids[i] = i;
   }
-  return nmt::make_batch(src, tgt, ids, 1);
+  nmt::Batch batch = nmt::make_batch(src, tgt, ids, 1);
+  nmt::add_row_orders(batch);  // as nmt-train's batches have them
+  return batch;
 }
 
 size_t device_free_bytes() {

@@ -28,6 +28,9 @@ struct TrainStepKey {
   float loss_scale = 1.0f, label_smoothing = 0.0f;
   uint64_t seed = 0;
   bool training = true;
+  // Which embedding kernels the step runs (engine/model/transformer.h set_embedding_fused), and
+  // whether its backward reads the batch's row orders or sorts on the device.
+  bool embedding_fused = true, row_orders = false;
   bool operator==(const TrainStepKey&) const = default;
 };
 

@@ -25,8 +25,9 @@ EnvSwitch queue_weight_grads_switch("NMT_QUEUE_WEIGHT_GRADS", /*default_on=*/tru
 // self-attention's joined q | k | v and the feed-forward fc1 and fc2 ones (whose gradients need
 // buffers of their own: memory).
 EnvSwitch queue_large_weight_grads_switch("NMT_QUEUE_LARGE_WEIGHT_GRADS", /*default_on=*/true);
-// The embeddings' dropout inside the embedding ops; NMT_EMBEDDING_FUSED=0 runs the dropout ops
-// beside them instead (the same bits; for comparing the two).
+// The embeddings' dropout inside the embedding ops, and (on the GPU) their backward's row order
+// taken from the batch (made where the batch was built, data/batch.h); NMT_EMBEDDING_FUSED=0 runs
+// the dropout ops beside them and sorts on the device instead (the same bits; for comparing).
 EnvSwitch embedding_fused_switch("NMT_EMBEDDING_FUSED", /*default_on=*/true);
 
 }  // namespace
@@ -45,6 +46,14 @@ bool queue_weight_grads() {
 
 bool queue_large_weight_grads() {
   return queue_large_weight_grads_switch.get();
+}
+
+void set_embedding_fused(bool on) {
+  embedding_fused_switch.set(on);
+}
+
+bool embedding_fused() {
+  return embedding_fused_switch.get();
 }
 
 Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len,
@@ -155,6 +164,7 @@ void Transformer::allocate(Arena& arena) {
   src_lengths_ = arena.allocate("src_lengths", DType::i32, rows);
   tgt_lengths_ = arena.allocate("tgt_lengths", DType::i32, rows);
   step_ = arena.allocate("step", DType::i32, 2);
+  if (plan_.training) row_orders_buffer_ = arena.allocate("row_orders", DType::i32, 4 * rows);
   loss_sums_ = arena.allocate("loss_sums", DType::i32, kLossSumsWords);
   src_x0_ = arena.allocate("src_x0", act, rows * d);
   tgt_x0_ = arena.allocate("tgt_x0", act, rows * d);
@@ -225,13 +235,40 @@ void Transformer::embed(const Tensor& ids, const Param& table, Tensor& out, int6
 }
 
 void Transformer::embed_backward(const Tensor& ids, Tensor& d_out, Param& table,
-                                 const EmbeddingDropout& dropout) const {
+                                 const EmbeddingDropout& dropout, bool target) const {
   const float scale = std::sqrt(static_cast<float>(shape_.d_model));
   if (!embedding_fused_switch.get()) {
     if (dropout.p > 0) dropout_backward(d_out, d_out, dropout.p, dropout.key);
     return embedding_backward(ids, d_out, table.grad, scale, kPadId);
   }
-  embedding_backward(ids, d_out, table.grad, scale, kPadId, dropout);
+  const EmbeddingRowOrder order = row_orders_ ? row_order(target) : EmbeddingRowOrder{};
+  embedding_backward(ids, d_out, table.grad, scale, kPadId, dropout,
+                     row_orders_ ? &order : nullptr);
+}
+
+void Transformer::upload_row_orders(const Batch& batch) {
+  const int64_t s_rows = batch_ * src_len_, t_rows = batch_ * tgt_len_;
+  row_orders_ = device_ == Device::cuda && embedding_fused_switch.get() &&
+                static_cast<int64_t>(batch.src_order.size()) == 2 * s_rows &&
+                static_cast<int64_t>(batch.tgt_order.size()) == 2 * t_rows;
+  if (!row_orders_) return;
+  const auto put = [&](const std::vector<int32_t>& host, int64_t first) {
+    Tensor src(const_cast<int32_t*>(host.data()), DType::i32, Device::cpu,
+               {static_cast<int64_t>(host.size())});
+    Tensor dst(static_cast<int32_t*>(row_orders_buffer_.data) + first, DType::i32, device_,
+               {static_cast<int64_t>(host.size())});
+    copy_tensor(src, dst);
+  };
+  put(batch.src_order, 0);
+  put(batch.tgt_order, 2 * s_rows);
+}
+
+EmbeddingRowOrder Transformer::row_order(bool target) const {
+  const int64_t s_rows = batch_ * src_len_, t_rows = batch_ * tgt_len_;
+  const int64_t first = target ? 2 * s_rows : 0, n = target ? t_rows : s_rows;
+  auto* base = static_cast<int32_t*>(row_orders_buffer_.data) + first;
+  return EmbeddingRowOrder{Tensor(base, DType::i32, device_, {n}),
+                           Tensor(base + n, DType::i32, device_, {n})};
 }
 
 Tensor Transformer::encode(const StepContext& ctx) {
@@ -318,12 +355,13 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
     throw std::logic_error(
         "Transformer::forward_backward: the model was planned for decoding only");
   upload(batch);
+  upload_row_orders(batch);
   const StepContext step_ctx = with_step_on_device(ctx);
   auto step = [&] { enqueue_forward_backward(step_ctx, label_smoothing, loss_scale); };
   if (graphs_ && !grad_ready_) {
     cuda::StreamHandoff handoff(graphs_->stream());
     graphs_->run(TrainStepKey{batch_, src_len_, tgt_len_, loss_scale, label_smoothing, ctx.seed,
-                              ctx.training},
+                              ctx.training, embedding_fused_switch.get(), row_orders_},
                  step);
   } else {
     if (graphs_) graphs_->count_overlapped();
@@ -381,7 +419,7 @@ void Transformer::backward(Tensor& d_dec) {
     stage_done(stage++);  // every layer's cross-attention k and v
   }
   embed_backward(tgt_in_.view({t_rows}), d_dec, *tgt_embed_,
-                 EmbeddingDropout{embed_p_, tgt_embed_key_});
+                 EmbeddingDropout{embed_p_, tgt_embed_key_}, true);
   stage_done(stage++);  // a separate target embedding
 
   if (pre) {
@@ -397,7 +435,7 @@ void Transformer::backward(Tensor& d_dec) {
   }
   dw_queue_.flush();  // (on only without a hook, so no stage above reported a queued gradient)
   embed_backward(src_ids_.view({s_rows}), d_enc, *src_embed_,
-                 EmbeddingDropout{embed_p_, src_embed_key_});
+                 EmbeddingDropout{embed_p_, src_embed_key_}, false);
   stage_done(stage++);  // the source embedding (the shared table's last contribution)
   if (stage != stages_.size())
     throw std::logic_error("Transformer::backward: stage count mismatch");

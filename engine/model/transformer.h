@@ -43,6 +43,13 @@ void set_queue_large_weight_grads(bool on);
 bool queue_weight_grads();
 bool queue_large_weight_grads();
 
+// Whether the embeddings' dropout runs inside the embedding ops, and a GPU step takes its
+// embeddings' backward row order from the batch (data/batch.h add_row_orders) instead of sorting
+// on the device. On by default; NMT_EMBEDDING_FUSED=0 or the setter turns both off (read at every
+// step). The same bits either way.
+void set_embedding_fused(bool on);
+bool embedding_fused();
+
 // What a model plans memory for beyond forward.
 struct ModelPlan {
   // Backward's own buffers (the weight-gradient queue's operands, the all-layer cross keys' and
@@ -148,7 +155,10 @@ class Transformer {
   void embed(const Tensor& ids, const Param& table, Tensor& out, int64_t seq_len,
              const EmbeddingDropout& dropout) const;
   void embed_backward(const Tensor& ids, Tensor& d_out, Param& table,
-                      const EmbeddingDropout& dropout) const;
+                      const EmbeddingDropout& dropout, bool target) const;
+  // Uploads the batch's row orders where the GPU's backward can use them (sets row_orders_).
+  void upload_row_orders(const Batch& batch);
+  EmbeddingRowOrder row_order(bool target) const;  // in row_orders_buffer_
   // The parameters registered since `first` (an index into params_), as one backward stage.
   void add_stage(std::vector<std::vector<const Param*>>& stages, size_t first);
   void stage_done(size_t stage) const;
@@ -187,6 +197,11 @@ class Transformer {
   // Inputs: [rows] i32 ids, [batch] i32 lengths.
   Buffer src_ids_, tgt_in_, tgt_out_, src_lengths_, tgt_lengths_;
   Buffer step_;       // [2] i32: the step as a u64 (StepContext::step_on_device)
+  // Training only: [4, rows] i32, the source's then the target's EmbeddingRowOrder (keys, then
+  // rows) of the batch of the last forward_backward, uploaded when row_orders_ (the GPU, the batch
+  // has them: data/batch.h add_row_orders).
+  Buffer row_orders_buffer_;
+  bool row_orders_ = false;
   Buffer loss_sums_;  // [kLossSumsWords] i32: cross_entropy_forward_backward_into's sums
   // Activations: [rows, d_model] (embeddings, final norms), [rows, vocab] logits.
   Buffer src_x0_, tgt_x0_, enc_final_, dec_final_, logits_;

@@ -88,7 +88,9 @@ Batch SyntheticReverse::train_batch(int64_t index) const {
     tgt.push_back(reversed(train_[chosen]));
     ids.push_back(chosen);
   }
-  return make_batch(src, tgt, ids, kPadMultiple);
+  Batch batch = make_batch(src, tgt, ids, kPadMultiple);
+  add_row_orders(batch);
+  return batch;
 }
 
 int64_t SyntheticReverse::global_tgt_tokens(int64_t index) const {

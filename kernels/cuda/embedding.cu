@@ -2,10 +2,12 @@
 // call (in double, as the CPU does), then each row gathers table[id] * scale + sinusoid (and, with
 // the embedding's dropout, drops it out where it stores it: dropout_forward's mask and bits).
 // Backward, deterministic without float atomics: a stable radix sort of (id, row) pairs groups the
-// rows of each id in row order; chunks of 32 sorted rows sum their segments (each thread a pack of
-// columns, the dropout backward applied to each value as it is read), a segment lying in one chunk
-// is added to d_table by that chunk alone, and a segment crossing chunk boundaries is finished by a
-// second kernel that adds its chunks' partial sums in chunk order.
+// rows of each id in row order (or the caller's EmbeddingRowOrder, made off the device, replaces
+// the sort); chunks of 32 sorted rows sum their segments (each thread a pack of columns, the
+// dropout backward applied to each value as it is read), a segment lying in one chunk is added to
+// d_table by that chunk alone, and a segment crossing chunk boundaries is finished by a second
+// kernel that adds its chunks' partial sums in chunk order. Keys at or above the vocabulary (pad
+// rows) are skipped.
 #include <algorithm>
 #include <cmath>
 #include <cub/device/device_radix_sort.cuh>
@@ -137,7 +139,7 @@ __global__ void segment_sums(const uint32_t* __restrict__ sorted_ids,
       begin + count < n && sorted_ids[begin + count] == chunk_ids[count - 1];
   // Adds the finished segment's sums where they go: d_table, or a partial slot.
   const auto store = [&](const float(&sum)[VEC], uint32_t id, bool began_before, bool goes_on) {
-    if (id == sentinel) return;
+    if (id >= sentinel) return;  // pad (the device sort's key vocab, or an order's larger one)
     if (!began_before && !goes_on) {
       float* at = d_table + static_cast<int64_t>(id) * d_model + col;
 #pragma unroll
@@ -188,7 +190,7 @@ __global__ void finish_crossing_segments(const uint32_t* __restrict__ sorted_ids
   const int64_t begin = chunk * kChunk, end = min(n, begin + kChunk);
   if (end >= n) return;
   const uint32_t id = sorted_ids[end - 1];
-  if (sorted_ids[end] != id || id == sentinel) return;  // no segment crosses this chunk's end
+  if (sorted_ids[end] != id || id >= sentinel) return;  // no segment crosses this chunk's end
   // Sorted ids: the segment began in this chunk unless the whole chunk (and the row before) is id.
   if (begin > 0 && sorted_ids[begin] == id && sorted_ids[begin - 1] == id) return;
   const int64_t col = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
@@ -254,7 +256,8 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int6
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id, const EmbeddingDropout& dropout) {
+                        int32_t pad_id, const EmbeddingDropout& dropout,
+                        const EmbeddingRowOrder* order) {
   constexpr const char* op = "embedding_backward";
   detail::require_rank(op, "ids", ids, 1);
   detail::require_rank(op, "d_table", d_table, 2);
@@ -264,39 +267,54 @@ void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table,
   detail::require_dtype(op, "d_table", d_table, DType::f32);
   detail::require_on_gpu(op, {{"ids", &ids}, {"d_out", &d_out}, {"d_table", &d_table}});
   detail::require_dropout_p(op, dropout.p);
+  if (order != nullptr) {
+    check_shape(op, "order.keys", order->keys, {rows});
+    check_shape(op, "order.rows", order->rows, {rows});
+    detail::require_dtype(op, "order.keys", order->keys, DType::i32);
+    detail::require_dtype(op, "order.rows", order->rows, DType::i32);
+    detail::require_on_gpu(op, {{"order.keys", &order->keys}, {"order.rows", &order->rows}});
+  }
   if (rows == 0 || d_model == 0) return;
-  if (rows > INT32_MAX || vocab >= UINT32_MAX)
+  if (rows > INT32_MAX || vocab >= INT32_MAX)
     throw std::invalid_argument(std::string(op) + ": too many rows or too large a vocabulary");
   cudaStream_t stream = current_stream();
   const int end_bit = bits_for(static_cast<uint64_t>(vocab));  // the sentinel vocab included
   const int64_t chunks = (rows + kChunk - 1) / kChunk;
 
+  // Without the caller's order: sort (id, row) pairs here, into the scratch beside the partials.
+  const size_t sorted = order == nullptr ? static_cast<size_t>(rows) : 0;
   size_t sort_bytes = 0;
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(rows),
-      0, end_bit, stream));
+  if (order == nullptr)
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+        nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+        static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+        static_cast<int>(rows), 0, end_bit, stream));
   ScratchLayout layout;
-  const size_t keys_in_offset = layout.add(static_cast<size_t>(rows) * sizeof(uint32_t));
-  const size_t keys_out_offset = layout.add(static_cast<size_t>(rows) * sizeof(uint32_t));
-  const size_t rows_in_offset = layout.add(static_cast<size_t>(rows) * sizeof(int32_t));
-  const size_t rows_out_offset = layout.add(static_cast<size_t>(rows) * sizeof(int32_t));
+  const size_t keys_in_offset = layout.add(sorted * sizeof(uint32_t));
+  const size_t keys_out_offset = layout.add(sorted * sizeof(uint32_t));
+  const size_t rows_in_offset = layout.add(sorted * sizeof(int32_t));
+  const size_t rows_out_offset = layout.add(sorted * sizeof(int32_t));
   const size_t sort_offset = layout.add(sort_bytes);
   const size_t partials_offset =
       layout.add(static_cast<size_t>(chunks * 2 * d_model) * sizeof(float));
   void* base = stream_resources(stream).scratch(layout.total());
-  uint32_t* keys_in = at_offset<uint32_t>(base, keys_in_offset);
-  uint32_t* sorted_ids = at_offset<uint32_t>(base, keys_out_offset);
-  int32_t* rows_in = at_offset<int32_t>(base, rows_in_offset);
-  int32_t* sorted_rows = at_offset<int32_t>(base, rows_out_offset);
   float* partials = at_offset<float>(base, partials_offset);
-
-  sort_keys<<<blocks_for(rows, kThreads), kThreads, 0, stream>>>(
-      static_cast<const int32_t*>(ids.data), rows, vocab, pad_id, keys_in, rows_in);
-  CUDA_CHECK_LAUNCH();
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(at_offset<void>(base, sort_offset), sort_bytes,
-                                             keys_in, sorted_ids, rows_in, sorted_rows,
-                                             static_cast<int>(rows), 0, end_bit, stream));
+  // An order's keys are non-negative i32, so read as u32 they are the same values.
+  const uint32_t* sorted_ids = order ? static_cast<const uint32_t*>(order->keys.data)
+                                     : at_offset<uint32_t>(base, keys_out_offset);
+  const int32_t* sorted_rows = order ? static_cast<const int32_t*>(order->rows.data)
+                                     : at_offset<int32_t>(base, rows_out_offset);
+  if (order == nullptr) {
+    uint32_t* keys_in = at_offset<uint32_t>(base, keys_in_offset);
+    int32_t* rows_in = at_offset<int32_t>(base, rows_in_offset);
+    sort_keys<<<blocks_for(rows, kThreads), kThreads, 0, stream>>>(
+        static_cast<const int32_t*>(ids.data), rows, vocab, pad_id, keys_in, rows_in);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(at_offset<void>(base, sort_offset), sort_bytes,
+                                               keys_in, at_offset<uint32_t>(base, keys_out_offset),
+                                               rows_in, at_offset<int32_t>(base, rows_out_offset),
+                                               static_cast<int>(rows), 0, end_bit, stream));
+  }
   const uint32_t sentinel = static_cast<uint32_t>(vocab);
   float* table_grad = static_cast<float*>(d_table.data);
   const DropoutArgs drop = dropout_args(dropout);

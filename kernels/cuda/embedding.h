@@ -16,8 +16,9 @@ namespace nmt::cuda {
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, int64_t seq_len,
                        float scale, int32_t pad_id, const EmbeddingDropout& dropout = {});
 // d_out: [rows, d_model] T; d_table: [vocab, d_model] f32, accumulated (+=) deterministically.
-// dropout: as kernels/embedding.h describes it.
+// dropout, order: as kernels/embedding.h describes them.
 void embedding_backward(const Tensor& ids, const Tensor& d_out, Tensor& d_table, float scale,
-                        int32_t pad_id, const EmbeddingDropout& dropout = {});
+                        int32_t pad_id, const EmbeddingDropout& dropout = {},
+                        const EmbeddingRowOrder* order = nullptr);
 
 }  // namespace nmt::cuda

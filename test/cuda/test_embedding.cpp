@@ -1,5 +1,7 @@
 // CUDA token embedding against the CPU reference: scaled lookup plus sinusoid, pad rows zero, and
 // a deterministic accumulating backward, including ids whose rows span many sort chunks.
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <vector>
 
@@ -79,11 +81,13 @@ TEST_CASE("cuda embedding matches the CPU reference", "[cuda][embedding]") {
     }
 }
 
-// The fused dropout changes nothing: the forward equals embedding_forward then dropout_forward, and
-// the backward dropout_backward (into a copy) then embedding_backward, bit for bit, in every dtype,
+// The fused dropout and the caller's row order change nothing: the forward equals embedding_forward
+// then dropout_forward, and the backward dropout_backward (into a copy) then embedding_backward,
+// bit for bit, with or without the order, in every dtype,
 // at widths the packed kernels take (multiples of the pack, aligned) and the one-element kernels
 // take (odd widths, or tensors one element off their alignment).
-TEST_CASE("cuda embedding's fused dropout equals the separate ops", "[cuda][embedding]") {
+TEST_CASE("cuda embedding's fused dropout and a caller's row order equal the separate ops",
+          "[cuda][embedding]") {
   struct Case {
     int64_t batch, seq_len, vocab, d_model;
     int offset;  // elements the activations and gradients sit off their alignment
@@ -124,12 +128,27 @@ TEST_CASE("cuda embedding's fused dropout equals the separate ops", "[cuda][embe
       GpuTensor grad_fused = upload(grad_init, {vocab, d}, DType::f32);
       cuda::embedding_backward(gids.view, gdout.view, grad_fused.view, scale, kPad, dropout);
       check_identical("d_out left as it was", download(gdout.view), d_out_stored);
+      // The order as add_row_orders makes it: a stable sort by id, pad rows last with a key above
+      // every id (here INT32_MAX).
+      std::vector<int32_t> order_rows(ids.size());
+      for (size_t r = 0; r < order_rows.size(); ++r) order_rows[r] = static_cast<int32_t>(r);
+      const auto key = [&](int32_t r) { return ids[r] == kPad ? INT32_MAX : ids[r]; };
+      std::stable_sort(order_rows.begin(), order_rows.end(),
+                       [&](int32_t a, int32_t b) { return key(a) < key(b); });
+      std::vector<int32_t> keys(ids.size());
+      for (size_t i = 0; i < keys.size(); ++i) keys[i] = key(order_rows[i]);
+      GpuTensor gkeys = upload_i32(keys, {rows}), grows = upload_i32(order_rows, {rows});
+      const EmbeddingRowOrder order{gkeys.view, grows.view};
+      GpuTensor grad_ordered = upload(grad_init, {vocab, d}, DType::f32);
+      cuda::embedding_backward(gids.view, gdout.view, grad_ordered.view, scale, kPad, dropout,
+                               &order);
       GpuTensor dropped = upload(d_out, {rows, d}, dtype, c.offset);
       cuda::dropout_backward(dropped.view, dropped.view, p, dropout.key);
       GpuTensor grad_separate = upload(grad_init, {vocab, d}, DType::f32);
       cuda::embedding_backward(gids.view, dropped.view, grad_separate.view, scale, kPad);
       const std::vector<float> expected = download(grad_separate.view);
       check_identical("d_table, dropout fused", download(grad_fused.view), expected);
+      check_identical("d_table, the caller's order", download(grad_ordered.view), expected);
       if (d == 512 && c.offset == 0) packed_out = out, packed_grad = expected;
       if (d == 512 && c.offset == 1) {
         check_identical("one-element against packed forward", out, packed_out);

@@ -255,3 +255,50 @@ TEST_CASE("batcher: options that cannot work are refused with a reason", "[batch
   o.rank = 0;
   REQUIRE(contains(error_of([&] { TokenBatcher b(corpus, o); }), "fewer than world_size"));
 }
+
+TEST_CASE("add_row_orders groups each side's rows by id, stably, pad rows last", "[batch]") {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> id(kFirstRegularId, 60);
+  std::vector<std::vector<int32_t>> src(40), tgt(40);
+  std::vector<int64_t> ids(40);
+  for (int i = 0; i < 40; ++i) {
+    src[static_cast<size_t>(i)].resize(static_cast<size_t>(1 + i % 13));
+    tgt[static_cast<size_t>(i)].resize(static_cast<size_t>(1 + i % 7));
+    for (int32_t& v : src[static_cast<size_t>(i)]) v = id(rng);
+    for (int32_t& v : tgt[static_cast<size_t>(i)]) v = id(rng);
+    ids[static_cast<size_t>(i)] = i;
+  }
+  Batch batch = make_batch(src, tgt, ids, 8);
+  CHECK(batch.src_order.empty());  // only where asked for
+  batch.src[3] = -5;               // a negative id is ordered as pad
+  add_row_orders(batch);
+  for (const auto* side : {&batch.src, &batch.tgt_in}) {
+    const std::vector<int32_t>& order = side == &batch.src ? batch.src_order : batch.tgt_order;
+    const size_t n = side->size();
+    REQUIRE(order.size() == 2 * n);
+    // The reference: (key, row) pairs sorted, so equal keys keep their row order.
+    std::vector<std::pair<int32_t, int32_t>> expected;
+    for (size_t r = 0; r < n; ++r) {
+      const int32_t v = (*side)[r];
+      expected.emplace_back(v == kPadId || v < 0 ? kOrderPadKey : v, static_cast<int32_t>(r));
+    }
+    std::sort(expected.begin(), expected.end());
+    size_t pads = 0;
+    for (size_t i = 0; i < n; ++i) {
+      INFO((side == &batch.src ? "src" : "tgt_in") << " position " << i);
+      CHECK(order[i] == expected[i].first);
+      CHECK(order[n + i] == expected[i].second);
+      pads += order[i] == kOrderPadKey ? 1 : 0;
+    }
+    CHECK(pads > 0);
+  }
+  // All pad (no real id): every row keyed as pad, in row order.
+  Batch empty;
+  empty.src.assign(8, kPadId);
+  empty.tgt_in.assign(8, kPadId);
+  add_row_orders(empty);
+  for (size_t i = 0; i < 8; ++i) {
+    CHECK(empty.src_order[i] == kOrderPadKey);
+    CHECK(empty.src_order[8 + i] == static_cast<int32_t>(i));
+  }
+}
