@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/model/host_copy.h"
+#include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
@@ -29,6 +30,8 @@ EnvSwitch queue_large_weight_grads_switch("NMT_QUEUE_LARGE_WEIGHT_GRADS", /*defa
 // taken from the batch (made where the batch was built, data/batch.h); NMT_EMBEDDING_FUSED=0 runs
 // the dropout ops beside them and sorts on the device instead (the same bits; for comparing).
 EnvSwitch embedding_fused_switch("NMT_EMBEDDING_FUSED", /*default_on=*/true);
+// NMT_DEFER_PARTIAL_SUMS=0: each LayerNorm backward runs its second pass at once (no buffer).
+EnvSwitch defer_partial_sums_switch("NMT_DEFER_PARTIAL_SUMS", /*default_on=*/true);
 
 }  // namespace
 
@@ -46,6 +49,14 @@ bool queue_weight_grads() {
 
 bool queue_large_weight_grads() {
   return queue_large_weight_grads_switch.get();
+}
+
+void set_defer_partial_sums(bool on) {
+  defer_partial_sums_switch.set(on);
+}
+
+bool defer_partial_sums() {
+  return defer_partial_sums_switch.get();
 }
 
 void set_embedding_fused(bool on) {
@@ -146,6 +157,8 @@ Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_row
     throw std::runtime_error(message + ")");
   }
   allocate(arena_);
+  ln_sums_ =
+      cuda::PartialSumDeferral(static_cast<float*>(ln_partials_.data), ln_partials_.capacity);
   // A stage reports its parameters from the end of its layout span to its start (the layout
   // reverses registration, and joined groups sit together): buckets then fill front to back.
   for (auto& stage : stages_)
@@ -165,6 +178,13 @@ void Transformer::allocate(Arena& arena) {
   tgt_lengths_ = arena.allocate("tgt_lengths", DType::i32, rows);
   step_ = arena.allocate("step", DType::i32, 2);
   if (plan_.training) row_orders_buffer_ = arena.allocate("row_orders", DType::i32, 4 * rows);
+  if (plan_.training && arena.device() == Device::cuda && defer_partial_sums_switch.get()) {
+    // Every LayerNorm backward of a step: two a encoder layer, three a decoder layer, and
+    // pre-norm's two final norms.
+    const int64_t norms = 2 * shape_.encoder_layers + 3 * shape_.decoder_layers + 2;
+    ln_partials_ = arena.allocate("ln_partials", DType::f32,
+                                  norms * cuda::layernorm_backward_partial_floats(rows, d, act));
+  }
   loss_sums_ = arena.allocate("loss_sums", DType::i32, kLossSumsWords);
   src_x0_ = arena.allocate("src_x0", act, rows * d);
   tgt_x0_ = arena.allocate("tgt_x0", act, rows * d);
@@ -392,6 +412,9 @@ void Transformer::backward(Tensor& d_dec) {
   // unless the exchange takes each layer's gradients as backward finishes them.
   dw_queue_.clear();
   dw_queue_.set_enabled(queue_planned_ && !grad_ready_);
+  ln_sums_.clear();
+  const bool defer_sums = ln_partials_.capacity > 0 && !grad_ready_;
+  cuda::DeferPartialSums deferring(defer_sums ? &ln_sums_ : nullptr);
   ws_.dw_queue = &dw_queue_;
   size_t stage = 0;     // the stages of the constructor, in backward order
   stage_done(stage++);  // a separate output projection (its gradient came from the logits)
@@ -434,6 +457,8 @@ void Transformer::backward(Tensor& d_dec) {
     stage_done(stage++);
   }
   dw_queue_.flush();  // (on only without a hook, so no stage above reported a queued gradient)
+  // Every LayerNorm's second pass (none recorded, and nothing launched, when not deferring).
+  ln_sums_.flush(defer_sums ? cuda::current_stream() : nullptr);
   embed_backward(src_ids_.view({s_rows}), d_enc, *src_embed_,
                  EmbeddingDropout{embed_p_, src_embed_key_}, false);
   stage_done(stage++);  // the source embedding (the shared table's last contribution)

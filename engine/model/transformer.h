@@ -16,6 +16,7 @@
 #include "engine/model/transformer_layers.h"
 #include "engine/model/workspace.h"
 #include "kernels/cross_entropy.h"
+#include "kernels/cuda/reduce.h"
 #include "kernels/embedding.h"
 
 namespace nmt {
@@ -42,6 +43,15 @@ void set_queue_weight_grads(bool on);
 void set_queue_large_weight_grads(bool on);
 bool queue_weight_grads();
 bool queue_large_weight_grads();
+
+// Whether models built from now on hold their LayerNorms' second passes (the parameter and
+// branch-bias gradients' ordered sums, kernels/cuda/reduce.h PartialSumDeferral) back to the end
+// of a GPU backward and run them in one launch, with the same bits. Its buffer holds every
+// LayerNorm's partial sums (about 100 MiB on Transformer-base). On by default;
+// NMT_DEFER_PARTIAL_SUMS=0 or the setter turns it off (read when the model plans). Off while a
+// grad-ready hook is set.
+void set_defer_partial_sums(bool on);
+bool defer_partial_sums();
 
 // Whether the embeddings' dropout runs inside the embedding ops, and a GPU step takes its
 // embeddings' backward row order from the batch (data/batch.h add_row_orders) instead of sorting
@@ -96,6 +106,8 @@ class Transformer {
 
   // How many weight-gradient products the last backward held back and ran together at its end
   // (engine/model/weight_grad_queue.h; 0 where the queue was off).
+  // How many LayerNorm second passes the last backward held back to its end (0: none deferred).
+  int64_t deferred_partial_sums() const { return ln_sums_.last_flushed(); }
   int64_t queued_weight_grads() const { return dw_queue_.last_flushed(); }
 
   // Zero every parameter gradient.
@@ -194,6 +206,10 @@ class Transformer {
   // grad-ready hook reads a layer's gradients earlier. NMT_QUEUE_WEIGHT_GRADS=0 plans without it.
   WeightGradQueue dw_queue_;
   bool queue_planned_ = false;
+  // The LayerNorms' second passes held back to the end of backward (set_defer_partial_sums), with
+  // their partial sums in ln_partials_ (planned for a CUDA training model only).
+  Buffer ln_partials_;
+  cuda::PartialSumDeferral ln_sums_;
   // Inputs: [rows] i32 ids, [batch] i32 lengths.
   Buffer src_ids_, tgt_in_, tgt_out_, src_lengths_, tgt_lengths_;
   Buffer step_;       // [2] i32: the step as a u64 (StepContext::step_on_device)

@@ -62,4 +62,10 @@ void layernorm_backward_add_dropout_bias(const Tensor& dy, const Tensor& x, cons
                                          const RngKey& key, Tensor& d_branch_bias,
                                          const Tensor& keep_bits = Tensor());
 
+// The partial sums (floats) one LayerNorm backward op of these rows writes where a deferral
+// (kernels/cuda/reduce.h PartialSumDeferral) takes them: the most any of the four ops' register
+// path writes for a 16-byte aligned [rows, d] of dtype (0 where the generic path runs, which never
+// defers). Needs the device (occupancy).
+int64_t layernorm_backward_partial_floats(int64_t rows, int64_t d, DType dtype);
+
 }  // namespace nmt::cuda

@@ -557,16 +557,26 @@ bool launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Te
         constexpr int kSums =
             kDropoutBias ? 3 : 2;  // partial rows: d_gamma, d_beta[, d_branch_bias]
         const int64_t blocks = backward_row_blocks<T, kVec, kChunks>(rows);
-        auto* partials = static_cast<float*>(
-            resources.scratch(static_cast<size_t>(blocks * kSums * d) * sizeof(float)));
+        // The partials go to an active deferral's buffer where it has room (the second pass then
+        // waits for its flush), else to the stream's scratch.
+        PartialSumDeferral* deferral = active_partial_sum_deferral();
+        float* partials = deferral ? deferral->take(blocks * kSums * d) : nullptr;
+        const bool deferred = partials != nullptr;
+        if (!deferred)
+          partials = static_cast<float*>(
+              resources.scratch(static_cast<size_t>(blocks * kSums * d) * sizeof(float)));
         const auto kernel = backward_rows_kernel<T, kVec, kChunks, TAIL>();
         constexpr size_t kSharedBytes = backward_rows_shared_bytes<T, kVec, kChunks, TAIL>();
         kernel<<<static_cast<unsigned>(blocks), kRowThreads, kSharedBytes, stream>>>(
             dyp, xp, gp, mp, rp, residualp, dxp, dropout, partials, rows, static_cast<int>(d));
         CUDA_CHECK_LAUNCH();
-        if constexpr (kDropoutBias)
-          accumulate_partial_sum_triple(partials, blocks, d, dgamma_out, dbeta_out,
-                                        static_cast<float*>(tail.d_branch_bias.data), stream);
+        float* branch_bias_out =
+            kDropoutBias ? static_cast<float*>(tail.d_branch_bias.data) : nullptr;
+        if (deferred)
+          deferral->record({partials, blocks, d, kSums, {dgamma_out, dbeta_out, branch_bias_out}});
+        else if constexpr (kDropoutBias)
+          accumulate_partial_sum_triple(partials, blocks, d, dgamma_out, dbeta_out, branch_bias_out,
+                                        stream);
         else
           accumulate_partial_sum_pair(partials, blocks, d, dgamma_out, dbeta_out, stream);
       }
@@ -595,6 +605,19 @@ bool launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Te
 }
 
 }  // namespace
+
+int64_t layernorm_backward_partial_floats(int64_t rows, int64_t d, DType dtype) {
+  if (rows <= 0 || d <= 0) return 0;
+  int64_t floats = 0;
+  dispatch_float_dtype(dtype, "layernorm_backward_partial_floats", "dtype", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layernorm_rows::with_row_variant<T>(d, /*aligned=*/true, [&](auto vec, auto chunks) {
+      constexpr int kVec = decltype(vec)::value, kChunks = decltype(chunks)::value;
+      floats = backward_row_blocks<T, kVec, kChunks>(rows) * 3 * d;  // the triple's partials
+    });
+  });
+  return floats;
+}
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& d_gamma, Tensor& d_beta) {

@@ -2,6 +2,8 @@
 // whose last block per tile adds the parts in order; accumulate_partial_sum_pair / _triple: an
 // ordered sum of parts that another kernel wrote (LayerNorm's parameter gradients, and the bias
 // gradient of its dropout tail).
+#include <algorithm>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/device_util.cuh"
@@ -24,9 +26,10 @@ struct PartialSumOutputs {
   float *first, *second, *third;
 };
 
-__global__ void __launch_bounds__(kCols* kLanes)
-    accumulate_partial_sums_kernel(const float* __restrict__ partials, int64_t parts, int64_t cols,
-                                   int outputs, PartialSumOutputs outs) {
+// The block's kCols columns of one second pass (the kernels below: one pass, or one of several).
+__device__ __forceinline__ void sum_partials_block(const float* __restrict__ partials,
+                                                   int64_t parts, int64_t cols, int outputs,
+                                                   PartialSumOutputs outs) {
   __shared__ float lane_sums[kLanes][kCols + 1];
   const int64_t width = outputs * cols;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + threadIdx.x;
@@ -55,6 +58,26 @@ __global__ void __launch_bounds__(kCols* kLanes)
     else
       outs.third[col - 2 * cols] += total;
   }
+}
+
+__global__ void __launch_bounds__(kCols* kLanes)
+    accumulate_partial_sums_kernel(const float* __restrict__ partials, int64_t parts, int64_t cols,
+                                   int outputs, PartialSumOutputs outs) {
+  sum_partials_block(partials, parts, cols, outputs, outs);
+}
+
+// Several deferred passes in one launch, passed by value (kernel parameter space): grid.y picks
+// the pass, grid.x its column blocks (the widest pass's; a narrower pass's extra blocks return).
+constexpr int kMaxDeferredPerLaunch = 48;
+struct DeferredBatch {
+  DeferredPartialSum sums[kMaxDeferredPerLaunch];
+};
+
+__global__ void __launch_bounds__(kCols* kLanes)
+    accumulate_deferred_kernel(const DeferredBatch batch) {
+  const DeferredPartialSum& s = batch.sums[blockIdx.y];
+  if (static_cast<int64_t>(blockIdx.x) * kCols >= s.outputs * s.cols) return;  // the whole block
+  sum_partials_block(s.partials, s.parts, s.cols, s.outputs, {s.out[0], s.out[1], s.out[2]});
 }
 
 void accumulate_partial_sums(const float* partials, int64_t parts, int64_t cols,
@@ -135,7 +158,50 @@ void launch_column_sums(const Tensor& matrix, float* out, cudaStream_t stream) {
   }
 }
 
+thread_local PartialSumDeferral* active_deferral = nullptr;
+
 }  // namespace
+
+float* PartialSumDeferral::take(int64_t floats) {
+  // 16-byte steps, so every taken buffer keeps the alignment the partials' stores may want.
+  const int64_t rounded = (floats + 3) / 4 * 4;
+  if (buffer_ == nullptr || floats <= 0 || used_ + rounded > floats_) return nullptr;
+  float* at = buffer_ + used_;
+  used_ += rounded;
+  return at;
+}
+
+void PartialSumDeferral::flush(cudaStream_t stream) {
+  int64_t widest = 0;
+  for (const DeferredPartialSum& s : recorded_) widest = std::max(widest, s.outputs * s.cols);
+  for (size_t first = 0; first < recorded_.size(); first += kMaxDeferredPerLaunch) {
+    const size_t count = std::min<size_t>(kMaxDeferredPerLaunch, recorded_.size() - first);
+    DeferredBatch batch{};
+    for (size_t i = 0; i < count; ++i) batch.sums[i] = recorded_[first + i];
+    const dim3 grid(blocks_for(widest, kCols), static_cast<unsigned>(count));
+    accumulate_deferred_kernel<<<grid, dim3(kCols, kLanes), 0, stream>>>(batch);
+    CUDA_CHECK_LAUNCH();
+  }
+  last_flushed_ = recorded();
+  clear();
+}
+
+void PartialSumDeferral::clear() {
+  recorded_.clear();
+  used_ = 0;
+}
+
+PartialSumDeferral* active_partial_sum_deferral() {
+  return active_deferral;
+}
+
+DeferPartialSums::DeferPartialSums(PartialSumDeferral* deferral) : previous_(active_deferral) {
+  active_deferral = deferral;
+}
+
+DeferPartialSums::~DeferPartialSums() {
+  active_deferral = previous_;
+}
 
 void accumulate_partial_sum_pair(const float* partials, int64_t parts, int64_t cols, float* first,
                                  float* second, cudaStream_t stream) {

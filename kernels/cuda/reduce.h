@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/tensor.h"
 
@@ -20,6 +21,66 @@ void accumulate_partial_sum_pair(const float* partials, int64_t parts, int64_t c
 // pair's order, so first and second get the bits the pair gives for the same partials.
 void accumulate_partial_sum_triple(const float* partials, int64_t parts, int64_t cols, float* first,
                                    float* second, float* third, cudaStream_t stream);
+
+// One second pass held back (PartialSumDeferral): out[o][c] += the sum over p of
+// partials[p * outputs * cols + o * cols + c], o < outputs (2 or 3), as the pair or the triple
+// adds.
+struct DeferredPartialSum {
+  const float* partials = nullptr;
+  int64_t parts = 0, cols = 0;
+  int outputs = 0;
+  float* out[3] = {nullptr, nullptr, nullptr};
+};
+
+// Second passes held back to one launch. While a deferral is active on the calling thread
+// (DeferPartialSums), the LayerNorm backward ops (kernels/cuda/layernorm.h) write their partial
+// sums into its buffer instead of the stream's scratch and record their second pass instead of
+// launching it; flush() then runs every recorded pass in as few launches as the kernel's
+// parameter space allows, each with the bits it gives alone (a column's sum depends on its own
+// partials only, added in the same order). For gradients nothing reads before the flush: a model
+// defers its LayerNorms' parameter and branch-bias gradients to the end of its backward, where
+// about 30 launches of ~4.4 us each (a Transformer-base step on an H100) were each a step of the
+// critical path. A call whose partials do not fit the buffer runs its pass at once.
+class PartialSumDeferral {
+ public:
+  PartialSumDeferral() = default;
+  // buffer: device memory of `floats` floats, owned by the caller, alive while this is used.
+  PartialSumDeferral(float* buffer, int64_t floats) : buffer_(buffer), floats_(floats) {}
+
+  // Space for `floats` partial sums that stays untouched until the next flush() or clear(); null
+  // when the buffer has no room left.
+  float* take(int64_t floats);
+  void record(const DeferredPartialSum& sum) { recorded_.push_back(sum); }
+  // Enqueues every recorded pass on `stream` (in record order; nothing when none is recorded) and
+  // frees the buffer for reuse.
+  void flush(cudaStream_t stream);
+  // Forgets what is recorded without running it (what a backward that threw left behind).
+  void clear();
+  int64_t recorded() const { return static_cast<int64_t>(recorded_.size()); }
+  // How many passes the last flush() ran (tests: that the deferral took what it should).
+  int64_t last_flushed() const { return last_flushed_; }
+
+ private:
+  float* buffer_ = nullptr;
+  int64_t floats_ = 0, used_ = 0, last_flushed_ = 0;
+  std::vector<DeferredPartialSum> recorded_;
+};
+
+// The deferral active on this thread, or null.
+PartialSumDeferral* active_partial_sum_deferral();
+
+// Makes `deferral` (or none, with null) the active one for its lifetime, then restores the one
+// before. It does not flush.
+class DeferPartialSums {
+ public:
+  explicit DeferPartialSums(PartialSumDeferral* deferral);
+  ~DeferPartialSums();
+  DeferPartialSums(const DeferPartialSums&) = delete;
+  DeferPartialSums& operator=(const DeferPartialSums&) = delete;
+
+ private:
+  PartialSumDeferral* previous_;
+};
 
 // out[c] += sum over rows of matrix[r, c], in an order fixed by the shape (the same bits on every
 // run, whatever the GPU's size). matrix: [rows, cols] f32, bf16 or f16 at any alignment (16-byte
