@@ -66,15 +66,17 @@ __global__ void __launch_bounds__(kCols* kLanes)
   sum_partials_block(partials, parts, cols, outputs, outs);
 }
 
-// Several deferred passes in one launch, passed by value (kernel parameter space): grid.y picks
-// the pass, grid.x its column blocks (the widest pass's; a narrower pass's extra blocks return).
+// Several deferred passes in one launch, passed by value (kernel parameter space; __grid_constant__
+// so that indexing it by blockIdx reads the parameter in place instead of copying the whole batch
+// to each thread's local memory): grid.y picks the pass, grid.x its column blocks (the widest
+// pass's; a narrower pass's extra blocks return).
 constexpr int kMaxDeferredPerLaunch = 48;
 struct DeferredBatch {
   DeferredPartialSum sums[kMaxDeferredPerLaunch];
 };
 
 __global__ void __launch_bounds__(kCols* kLanes)
-    accumulate_deferred_kernel(const DeferredBatch batch) {
+    accumulate_deferred_kernel(const __grid_constant__ DeferredBatch batch) {
   const DeferredPartialSum& s = batch.sums[blockIdx.y];
   if (static_cast<int64_t>(blockIdx.x) * kCols >= s.outputs * s.cols) return;  // the whole block
   sum_partials_block(s.partials, s.parts, s.cols, s.outputs, {s.out[0], s.out[1], s.out[2]});
