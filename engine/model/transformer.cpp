@@ -26,10 +26,6 @@ EnvSwitch queue_weight_grads_switch("NMT_QUEUE_WEIGHT_GRADS", /*default_on=*/tru
 // self-attention's joined q | k | v and the feed-forward fc1 and fc2 ones (whose gradients need
 // buffers of their own: memory).
 EnvSwitch queue_large_weight_grads_switch("NMT_QUEUE_LARGE_WEIGHT_GRADS", /*default_on=*/true);
-// The embeddings' dropout inside the embedding ops, and (on the GPU) their backward's row order
-// taken from the batch (made where the batch was built, data/batch.h); NMT_EMBEDDING_FUSED=0 runs
-// the dropout ops beside them and sorts on the device instead (the same bits; for comparing).
-EnvSwitch embedding_fused_switch("NMT_EMBEDDING_FUSED", /*default_on=*/true);
 // NMT_DEFER_PARTIAL_SUMS=0: each LayerNorm backward runs its second pass at once (no buffer).
 EnvSwitch defer_partial_sums_switch("NMT_DEFER_PARTIAL_SUMS", /*default_on=*/true);
 
@@ -57,14 +53,6 @@ void set_defer_partial_sums(bool on) {
 
 bool defer_partial_sums() {
   return defer_partial_sums_switch.get();
-}
-
-void set_embedding_fused(bool on) {
-  embedding_fused_switch.set(on);
-}
-
-bool embedding_fused() {
-  return embedding_fused_switch.get();
 }
 
 Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_rows, int64_t max_len,
@@ -154,6 +142,8 @@ Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_row
       message +=
           "; NMT_QUEUE_LARGE_WEIGHT_GRADS=0, or NMT_QUEUE_WEIGHT_GRADS=0, plans without "
           "(some of) the weight-gradient queue's buffers, for slower steps";
+    if (ln_partials_.capacity > 0)
+      message += "; NMT_DEFER_PARTIAL_SUMS=0 plans without the LayerNorms' partial-sum buffer";
     throw std::runtime_error(message + ")");
   }
   allocate(arena_);
@@ -243,52 +233,6 @@ void Transformer::upload(const Batch& batch) {
   upload_i32(batch.tgt_out, tgt_out_);
   upload_i32(batch.src_lengths, src_lengths_);
   upload_i32(batch.tgt_lengths, tgt_lengths_);
-}
-
-void Transformer::embed(const Tensor& ids, const Param& table, Tensor& out, int64_t seq_len,
-                        const EmbeddingDropout& dropout) const {
-  const float scale = std::sqrt(static_cast<float>(shape_.d_model));
-  if (embedding_fused_switch.get())
-    return embedding_forward(ids, table.compute, out, seq_len, scale, kPadId, dropout);
-  embedding_forward(ids, table.compute, out, seq_len, scale, kPadId);
-  if (dropout.p > 0) dropout_forward(out, out, dropout.p, dropout.key);
-}
-
-void Transformer::embed_backward(const Tensor& ids, Tensor& d_out, Param& table,
-                                 const EmbeddingDropout& dropout, bool target) const {
-  const float scale = std::sqrt(static_cast<float>(shape_.d_model));
-  if (!embedding_fused_switch.get()) {
-    if (dropout.p > 0) dropout_backward(d_out, d_out, dropout.p, dropout.key);
-    return embedding_backward(ids, d_out, table.grad, scale, kPadId);
-  }
-  const EmbeddingRowOrder order = row_orders_ ? row_order(target) : EmbeddingRowOrder{};
-  embedding_backward(ids, d_out, table.grad, scale, kPadId, dropout,
-                     row_orders_ ? &order : nullptr);
-}
-
-void Transformer::upload_row_orders(const Batch& batch) {
-  const int64_t s_rows = batch_ * src_len_, t_rows = batch_ * tgt_len_;
-  row_orders_ = device_ == Device::cuda && embedding_fused_switch.get() &&
-                static_cast<int64_t>(batch.src_order.size()) == 2 * s_rows &&
-                static_cast<int64_t>(batch.tgt_order.size()) == 2 * t_rows;
-  if (!row_orders_) return;
-  const auto put = [&](const std::vector<int32_t>& host, int64_t first) {
-    Tensor src(const_cast<int32_t*>(host.data()), DType::i32, Device::cpu,
-               {static_cast<int64_t>(host.size())});
-    Tensor dst(static_cast<int32_t*>(row_orders_buffer_.data) + first, DType::i32, device_,
-               {static_cast<int64_t>(host.size())});
-    copy_tensor(src, dst);
-  };
-  put(batch.src_order, 0);
-  put(batch.tgt_order, 2 * s_rows);
-}
-
-EmbeddingRowOrder Transformer::row_order(bool target) const {
-  const int64_t s_rows = batch_ * src_len_, t_rows = batch_ * tgt_len_;
-  const int64_t first = target ? 2 * s_rows : 0, n = target ? t_rows : s_rows;
-  auto* base = static_cast<int32_t*>(row_orders_buffer_.data) + first;
-  return EmbeddingRowOrder{Tensor(base, DType::i32, device_, {n}),
-                           Tensor(base + n, DType::i32, device_, {n})};
 }
 
 Tensor Transformer::encode(const StepContext& ctx) {
@@ -381,7 +325,7 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
   if (graphs_ && !grad_ready_) {
     cuda::StreamHandoff handoff(graphs_->stream());
     graphs_->run(TrainStepKey{batch_, src_len_, tgt_len_, loss_scale, label_smoothing, ctx.seed,
-                              ctx.training, embedding_fused_switch.get(), row_orders_},
+                              ctx.training, embedding_fused(), row_orders_},
                  step);
   } else {
     if (graphs_) graphs_->count_overlapped();

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "data/batch.h"
 #include "engine/model/model_shape.h"
+#include "engine/model/transformer.h"
 #include "kernels/elementwise.h"
 #include "kernels/tensor.h"
 
@@ -54,6 +56,15 @@ inline std::vector<uint32_t> bits_of(const Tensor& t) {
   std::vector<uint32_t> bits(values.size());
   std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
   return bits;
+}
+
+// The parameters whose gradients differ in any bit between two models of one shape.
+inline std::vector<std::string> grads_differing(Transformer& a, Transformer& b) {
+  std::vector<std::string> names;
+  for (size_t p = 0; p < a.params().params().size(); ++p)
+    if (bits_of(a.params().params()[p].grad) != bits_of(b.params().params()[p].grad))
+      names.push_back(a.params().params()[p].name);
+  return names;
 }
 
 }  // namespace nmt::test
