@@ -71,6 +71,21 @@ void row_order(const std::vector<int32_t>& ids, std::vector<int32_t>& order) {
   int32_t top = -1;  // the largest real id
   for (int32_t id : ids)
     if (id != kPadId && id > top) top = id;
+  const auto key = [](int32_t id) { return id == kPadId || id < 0 ? kOrderPadKey : id; };
+  order.resize(2 * n);
+  if (static_cast<size_t>(top) > 4 * n + 65536) {
+    // Ids far above the batch's size (a corrupt one near INT32_MAX would make the counting sort's
+    // table gigabytes): a stable sort of the rows by key instead, the same order.
+    std::vector<int32_t> rows(n);
+    for (size_t i = 0; i < n; ++i) rows[i] = static_cast<int32_t>(i);
+    std::stable_sort(rows.begin(), rows.end(),
+                     [&](int32_t a, int32_t b) { return key(ids[a]) < key(ids[b]); });
+    for (size_t i = 0; i < n; ++i) {
+      order[i] = key(ids[static_cast<size_t>(rows[i])]);
+      order[n + i] = rows[i];
+    }
+    return;
+  }
   // starts[k]: where key k's rows begin; bucket top + 1 holds the pad rows.
   std::vector<int32_t> starts(static_cast<size_t>(top) + 3, 0);
   const auto bucket = [&](int32_t id) {
@@ -78,11 +93,10 @@ void row_order(const std::vector<int32_t>& ids, std::vector<int32_t>& order) {
   };
   for (int32_t id : ids) ++starts[bucket(id) + 1];
   for (size_t k = 1; k < starts.size(); ++k) starts[k] += starts[k - 1];
-  order.resize(2 * n);
   for (size_t i = 0; i < n; ++i) {
     const size_t b = bucket(ids[i]);
     const auto at = static_cast<size_t>(starts[b]++);
-    order[at] = b == static_cast<size_t>(top) + 1 ? kOrderPadKey : ids[i];
+    order[at] = key(ids[i]);
     order[n + at] = static_cast<int32_t>(i);
   }
 }

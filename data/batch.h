@@ -41,7 +41,9 @@ struct Batch {
   // Optional (add_row_orders; training batches have them): src's and tgt_in's rows grouped by id
   // for the embeddings' backward, [2, B * S] and [2, B * T]: the ids in ascending order (kPadId and
   // negative ids as kOrderPadKey, last), then the row each came from, ascending among equal ids.
-  // Empty: the model sorts the ids on the device instead.
+  // Empty: the model sorts the ids on the device instead. They describe src and tgt_in as they were
+  // when add_row_orders ran: whatever changes those ids must call it again (the model checks only
+  // the orders' sizes, and stale orders would send gradients to the old ids' rows).
   std::vector<int32_t> src_order;
   std::vector<int32_t> tgt_order;
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -171,7 +172,8 @@ void Transformer::allocate(Arena& arena) {
   if (plan_.training && arena.device() == Device::cuda && defer_partial_sums_switch.get()) {
     // Every LayerNorm backward of a step: two a encoder layer, three a decoder layer, and
     // pre-norm's two final norms.
-    const int64_t norms = 2 * shape_.encoder_layers + 3 * shape_.decoder_layers + 2;
+    const int64_t norms =
+        2 * shape_.encoder_layers + 3 * shape_.decoder_layers + (shape_.pre_norm ? 2 : 0);
     ln_partials_ = arena.allocate("ln_partials", DType::f32,
                                   norms * cuda::layernorm_backward_partial_floats(rows, d, act));
   }
@@ -358,7 +360,8 @@ void Transformer::backward(Tensor& d_dec) {
   dw_queue_.set_enabled(queue_planned_ && !grad_ready_);
   ln_sums_.clear();
   const bool defer_sums = ln_partials_.capacity > 0 && !grad_ready_;
-  cuda::DeferPartialSums deferring(defer_sums ? &ln_sums_ : nullptr);
+  // Active from here to the flush below (reset there), so no LayerNorm after it is recorded.
+  std::optional<cuda::DeferPartialSums> deferring(std::in_place, defer_sums ? &ln_sums_ : nullptr);
   ws_.dw_queue = &dw_queue_;
   size_t stage = 0;     // the stages of the constructor, in backward order
   stage_done(stage++);  // a separate output projection (its gradient came from the logits)
@@ -403,6 +406,7 @@ void Transformer::backward(Tensor& d_dec) {
   dw_queue_.flush();  // (on only without a hook, so no stage above reported a queued gradient)
   // Every LayerNorm's second pass (none recorded, and nothing launched, when not deferring).
   ln_sums_.flush(defer_sums ? cuda::current_stream() : nullptr);
+  deferring.reset();
   embed_backward(src_ids_.view({s_rows}), d_enc, *src_embed_,
                  EmbeddingDropout{embed_p_, src_embed_key_}, false);
   stage_done(stage++);  // the source embedding (the shared table's last contribution)

@@ -104,10 +104,11 @@ class Transformer {
   // What the graphs did so far, or nullptr when they are off.
   const TrainGraphStats* train_graph_stats() const { return graphs_ ? &graphs_->stats() : nullptr; }
 
+  // How many LayerNorm second passes the last backward run op by op held back to its end (0: none
+  // deferred; a step replayed from a graph leaves the count of the step it was captured in).
+  int64_t deferred_partial_sums() const { return ln_sums_.last_flushed(); }
   // How many weight-gradient products the last backward held back and ran together at its end
   // (engine/model/weight_grad_queue.h; 0 where the queue was off).
-  // How many LayerNorm second passes the last backward held back to its end (0: none deferred).
-  int64_t deferred_partial_sums() const { return ln_sums_.last_flushed(); }
   int64_t queued_weight_grads() const { return dw_queue_.last_flushed(); }
 
   // Zero every parameter gradient.

@@ -3,6 +3,7 @@
 // source is never used from two threads at once.
 #include "engine/train/prefetched_data.h"
 
+#include <system_error>
 #include <utility>
 
 namespace nmt {
@@ -29,8 +30,15 @@ Batch PrefetchedData::next_train() {
   // get() throws what the task threw, and leaves ahead_ empty either way: after a throw the next
   // call builds its batch here, as the inner source alone would be asked again.
   Prepared p = ahead_.valid() ? ahead_.get() : prepare(*inner_);
+  // Where no thread can be started for the next batch, that call builds it in place: this batch
+  // is handed out either way, so the stream skips nothing.
+  std::future<Prepared> next;
+  try {
+    next = std::async(std::launch::async, [inner = inner_.get()] { return prepare(*inner); });
+  } catch (const std::system_error&) {
+  }
   handed_ = std::move(p.state);
-  ahead_ = std::async(std::launch::async, [inner = inner_.get()] { return prepare(*inner); });
+  ahead_ = std::move(next);
   return std::move(p.batch);
 }
 

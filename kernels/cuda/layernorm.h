@@ -3,6 +3,9 @@
 // layernorm_forward.cu holds the forward ops, layernorm_backward.cu the backward ones.
 // Dtype contract (docs/cuda.md): T is the call's activation dtype (f32, bf16 or f16, one per call);
 // parameter gradients and saved statistics are f32; reductions accumulate in fp32 or wider.
+// While a PartialSumDeferral is active on the calling thread (kernels/cuda/reduce.h), the backward
+// ops' accumulated (+=) parameter and branch-bias gradients are added at its flush(), not by the
+// time the op returns.
 #pragma once
 
 #include "kernels/philox.h"

@@ -302,3 +302,15 @@ TEST_CASE("add_row_orders groups each side's rows by id, stably, pad rows last",
     CHECK(empty.src_order[8 + i] == static_cast<int32_t>(i));
   }
 }
+
+TEST_CASE("add_row_orders sorts ids far above the batch's size without a table that large",
+          "[batch]") {
+  Batch batch;
+  batch.src = {7, 2000000000, kPadId, 7, 5, -3, 2000000000, 5};
+  batch.tgt_in = {kPadId, 9};
+  add_row_orders(batch);
+  const std::vector<int32_t> expected = {
+      5, 5, 7, 7, 2000000000, 2000000000, kOrderPadKey, kOrderPadKey, 4, 7, 0, 3, 1, 6, 2, 5};
+  CHECK(batch.src_order == expected);
+  CHECK(batch.tgt_order == std::vector<int32_t>{9, kOrderPadKey, 1, 0});
+}

@@ -129,6 +129,8 @@ TEST_CASE("embedding ops reject bad shapes and ids, naming the op", "[embedding]
         }).find("ids must be i32") != std::string::npos);
 }
 
+// The CPU reference defines the fused ops as the two ops in turn (test_cuda_kernels holds the GPU
+// to it); what this checks is the plumbing: the mask drops elements, and d_out stays unchanged.
 TEST_CASE("the embedding's dropout is the dropout op applied to its output and gradient",
           "[embedding]") {
   const int64_t d_model = 9, seq_len = 4, rows = 12, vocab = 6;
