@@ -89,7 +89,8 @@ void row_order(const std::vector<int32_t>& ids, std::vector<int32_t>& order) {
   // starts[k]: where key k's rows begin; bucket top + 1 holds the pad rows.
   std::vector<int32_t> starts(static_cast<size_t>(top) + 3, 0);
   const auto bucket = [&](int32_t id) {
-    return id == kPadId || id < 0 ? static_cast<size_t>(top) + 1 : static_cast<size_t>(id);
+    const int32_t k = key(id);
+    return k == kOrderPadKey ? static_cast<size_t>(top) + 1 : static_cast<size_t>(k);
   };
   for (int32_t id : ids) ++starts[bucket(id) + 1];
   for (size_t k = 1; k < starts.size(); ++k) starts[k] += starts[k - 1];

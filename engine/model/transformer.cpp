@@ -168,8 +168,10 @@ void Transformer::allocate(Arena& arena) {
   src_lengths_ = arena.allocate("src_lengths", DType::i32, rows);
   tgt_lengths_ = arena.allocate("tgt_lengths", DType::i32, rows);
   step_ = arena.allocate("step", DType::i32, 2);
-  if (plan_.training) row_orders_buffer_ = arena.allocate("row_orders", DType::i32, 4 * rows);
-  if (plan_.training && arena.device() == Device::cuda && defer_partial_sums_switch.get()) {
+  // What only a GPU's backward reads: the embeddings' row orders, the LayerNorms' partial sums.
+  const bool gpu_training = plan_.training && arena.device() == Device::cuda;
+  if (gpu_training) row_orders_buffer_ = arena.allocate("row_orders", DType::i32, 4 * rows);
+  if (gpu_training && defer_partial_sums_switch.get()) {
     // Every LayerNorm backward of a step: two a encoder layer, three a decoder layer, and
     // pre-norm's two final norms.
     const int64_t norms =

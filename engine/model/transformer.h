@@ -214,7 +214,7 @@ class Transformer {
   // Inputs: [rows] i32 ids, [batch] i32 lengths.
   Buffer src_ids_, tgt_in_, tgt_out_, src_lengths_, tgt_lengths_;
   Buffer step_;       // [2] i32: the step as a u64 (StepContext::step_on_device)
-  // Training only: [4, rows] i32, the source's then the target's EmbeddingRowOrder (keys, then
+  // GPU training only: [4, rows] i32, the source's then the target's EmbeddingRowOrder (keys, then
   // rows) of the batch of the last forward_backward, uploaded when row_orders_ (the GPU, the batch
   // has them: data/batch.h add_row_orders).
   Buffer row_orders_buffer_;
