@@ -40,14 +40,17 @@ void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& 
   cpu::accumulate_column_sums(dx_data, dy.dim(0), dy.dim(1), detail::cpu_f32(op, "db", db));
 }
 
-void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p,
-                                Tensor& db) {
+void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db,
+                                const Tensor& positive_bits) {
   constexpr const char* op = "relu_dropout_backward_bias";
   check_tail(op, dy, dx, db, p);
   detail::require_same_shape(op, "y", y, "dy", dy);
-  check_same_device(op, {&dy, &y, &dx, &db});
+  if (!positive_bits.empty())
+    detail::require_mask_bits(op, "positive_bits", positive_bits, dy.dim(0), dy.dim(1),
+                              {{"dx", &dx}, {"db", &db}});
+  check_same_device(op, {&dy, &y, &dx, &db, &positive_bits});
   if (detail::call_device({&dy, &y, &dx, &db}) == Device::cuda)
-    return cuda::relu_dropout_backward_bias(dy, y, dx, p, db);
+    return cuda::relu_dropout_backward_bias(dy, y, dx, p, db, positive_bits);
   float* dx_data = detail::cpu_f32(op, "dx", dx);
   cpu::relu_dropout_backward(detail::cpu_f32(op, "dy", dy), detail::cpu_f32(op, "y", y), dx_data,
                              dy.numel(), p);

@@ -23,6 +23,11 @@ void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& 
 
 // dy, y, dx: [rows, cols]; dx = what relu_dropout_backward(dy, y, dx, p) writes (y: the forward's
 // output dropout(relu(z))), dx may alias dy. db: [cols] f32, += the column sums of dx as stored.
-void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db);
+// positive_bits: empty, or y > 0 as dropout_forward_positive_bits stored it
+// (kernels/elementwise.h), [dropout_keep_bits_words(rows, cols)] i32 on dy's device, apart from dx
+// and db (checked): the GPU reads those bits instead of y (a 16th of the bytes at bf16), the CPU
+// reads y; the same results.
+void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db,
+                                const Tensor& positive_bits = Tensor());
 
 }  // namespace nmt

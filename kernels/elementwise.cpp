@@ -2,6 +2,7 @@
 // backend.
 #include "kernels/elementwise.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -136,6 +137,25 @@ void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
   check_same_device(op, {&x, &y});
   if (detail::call_device({&x, &y}) == Device::cuda) return cuda::dropout_forward(x, y, p, key);
   cpu::dropout_apply(detail::cpu_f32(op, "x", x), detail::cpu_f32(op, "y", y), x.numel(), p, key);
+}
+
+void dropout_forward_positive_bits(const Tensor& x, Tensor& y, float p, const RngKey& key,
+                                   Tensor& positive_bits) {
+  constexpr const char* op = "dropout_forward_positive_bits";
+  detail::require_same_shape(op, "y", y, "x", x);
+  detail::require_dropout_p(op, p);
+  detail::require_mask_bits(op, "positive_bits", positive_bits, 1, x.numel(),
+                            {{"x", &x}, {"y", &y}});
+  check_same_device(op, {&x, &y, &positive_bits});
+  if (detail::call_device({&x, &y}) == Device::cuda)
+    return cuda::dropout_forward_positive_bits(x, y, p, key, positive_bits);
+  float* out = detail::cpu_f32(op, "y", y);
+  const int64_t n = x.numel();
+  cpu::dropout_apply(detail::cpu_f32(op, "x", x), out, n, p, key);
+  int32_t* words = detail::cpu_i32(op, "positive_bits", positive_bits);
+  std::fill(words, words + positive_bits.numel(), 0);
+  for (int64_t e = 0; e < n; ++e)
+    if (out[e] > 0.0f) words[e / 32] |= static_cast<int32_t>(1u << (e % 32));
 }
 
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {

@@ -28,6 +28,14 @@ void convert_tensor(const Tensor& src, Tensor& dst);
 // Inverted dropout: y = x * keep / (1 - p), keep = dropout_keep(key, element index, p), element
 // index = flat index into x. p == 0 copies. y may alias x.
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
+// dropout_forward, and which elements of its output are positive, as bits: bit e % 32 of i32 word
+// e / 32 of positive_bits ([dropout_keep_bits_words(1, x.numel())] i32, apart from x and y; the
+// layout of a saved keep mask, kernels/philox.h) is y[e] > 0, the words' bits past the last
+// element 0. After a ReLU (y = dropout(relu(z))) that is where the element was kept and passed:
+// the mask relu_dropout_backward_bias (kernels/bias_grad_tails.h) reads in place of y, 1 bit an
+// element against y's 16 or 32. y may alias x; p == 0 copies x as dropout_forward does.
+void dropout_forward_positive_bits(const Tensor& x, Tensor& y, float p, const RngKey& key,
+                                   Tensor& positive_bits);
 // dx = dy * keep / (1 - p) with the same mask regenerated from key. dx may alias dy.
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
 

@@ -148,10 +148,14 @@ void require_optional_on_gpu(const char* op, std::initializer_list<NamedTensor> 
 void require_keep_bits(const char* op, const Tensor& keep_bits, int64_t rows, int64_t d,
                        std::initializer_list<NamedTensor> apart) {
   if (keep_bits.empty()) return;
-  check_shape(op, "keep_bits", keep_bits, {dropout_keep_bits_words(rows, d)});
-  require_dtype(op, "keep_bits", keep_bits, DType::i32);
-  for (const NamedTensor& t : apart)
-    require_disjoint(op, "keep_bits", keep_bits, t.name, *t.tensor);
+  require_mask_bits(op, "keep_bits", keep_bits, rows, d, apart);
+}
+
+void require_mask_bits(const char* op, const char* name, const Tensor& bits, int64_t rows,
+                       int64_t d, std::initializer_list<NamedTensor> apart) {
+  check_shape(op, name, bits, {dropout_keep_bits_words(rows, d)});
+  require_dtype(op, name, bits, DType::i32);
+  for (const NamedTensor& t : apart) require_disjoint(op, name, bits, t.name, *t.tensor);
 }
 
 float* cpu_f32(const char* op, const char* name, const Tensor& t) {

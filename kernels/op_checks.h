@@ -79,6 +79,10 @@ void require_optional_on_gpu(const char* op, std::initializer_list<NamedTensor> 
 // throws std::invalid_argument naming the op otherwise.
 void require_keep_bits(const char* op, const Tensor& keep_bits, int64_t rows, int64_t d,
                        std::initializer_list<NamedTensor> apart);
+// A dropout-layout bit mask the op requires (kernels/philox.h): [dropout_keep_bits_words(rows, d)]
+// i32 apart from `apart`, named `name` in the message otherwise.
+void require_mask_bits(const char* op, const char* name, const Tensor& bits, int64_t rows,
+                       int64_t d, std::initializer_list<NamedTensor> apart);
 
 // The data of a CPU tensor as f32 / i32; throws std::invalid_argument naming the op and tensor when
 // the dtype differs ("the ops are fp32-only on the CPU") or a non-empty shape has no data.

@@ -51,6 +51,24 @@ void bench_relu_dropout_tail(KernelTimer& timer, ReportRow report, int64_t rows,
   ms = timer.median_ms(
       [&] { cuda::relu_dropout_backward_bias(dy.view, y.view, dx.view, p, db.view); });
   report("relu_dropout_backward_bias bf16", shape, ms, gb_per_s(bytes, ms), "GB/s");
+  // The feed-forward block's forward dropout, then the tail reading its positive bits, not y.
+  DeviceTensor h({rows, cols}, DType::bf16),
+      bits({dropout_keep_bits_words(rows, cols)}, DType::i32);
+  fill_uniform(h.view, -1, 1, 54);
+  const RngKey key{8, 9, 10};
+  const double forward_bytes = 2.0 * static_cast<double>(rows * cols) * 2;
+  ms = timer.median_ms([&] { cuda::dropout_forward(h.view, y.view, p, key); });
+  report("dropout_forward bf16 p 0.1", shape, ms, gb_per_s(forward_bytes, ms), "GB/s");
+  ms = timer.median_ms(
+      [&] { cuda::dropout_forward_positive_bits(h.view, y.view, p, key, bits.view); });
+  report("dropout_forward_positive_bits bf16 p 0.1", shape, ms,
+         gb_per_s(forward_bytes + static_cast<double>(rows * cols) / 8, ms), "GB/s");
+  const double bits_bytes =
+      2.0 * static_cast<double>(rows * cols) * 2 + static_cast<double>(rows * cols) / 8;
+  ms = timer.median_ms(
+      [&] { cuda::relu_dropout_backward_bias(dy.view, y.view, dx.view, p, db.view, bits.view); });
+  report("relu_dropout_backward_bias bf16 from positive bits", shape, ms, gb_per_s(bits_bytes, ms),
+         "GB/s");
 }
 
 }  // namespace

@@ -3,9 +3,23 @@
 
 #include "kernels/bias_grad_tails.h"
 #include "kernels/elementwise.h"
+#include "kernels/env_switch.h"
 #include "kernels/linear.h"
 
 namespace nmt {
+namespace {
+
+EnvSwitch positive_bits_switch("NMT_FFN_POSITIVE_BITS", /*default_on=*/true);
+
+}  // namespace
+
+void set_ffn_positive_bits(bool on) {
+  positive_bits_switch.set(on);
+}
+
+bool ffn_positive_bits() {
+  return positive_bits_switch.get();
+}
 
 FeedForwardBlock::FeedForwardBlock(ParamStore& store, const std::string& prefix,
                                    const ModelShape& shape, uint32_t dropout_id)
@@ -17,10 +31,13 @@ FeedForwardBlock::FeedForwardBlock(ParamStore& store, const std::string& prefix,
   fc2_b_ = store.add(prefix + ".fc2.bias", {d}, ParamKind::bias);
 }
 
-void FeedForwardBlock::plan(Arena& arena, int64_t max_rows, bool own_hidden_grad) {
+void FeedForwardBlock::plan(Arena& arena, int64_t max_rows, bool own_hidden_grad, bool training) {
   hidden_ = arena.allocate("ffn.hidden", shape_.compute_dtype, max_rows * shape_.ffn_dim);
   if (own_hidden_grad)
     d_hidden_ = arena.allocate("ffn.d_hidden", shape_.compute_dtype, max_rows * shape_.ffn_dim);
+  if (training && arena.device() == Device::cuda && shape_.relu_dropout > 0 && ffn_positive_bits())
+    positive_bits_ = arena.allocate("ffn.positive_bits", DType::i32,
+                                    dropout_keep_bits_words(max_rows, shape_.ffn_dim));
 }
 
 void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& out) {
@@ -30,7 +47,13 @@ void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& 
   p_ = ctx.training ? shape_.relu_dropout : 0.0f;
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
   linear_relu_forward(x, fc1_w_->compute, fc1_b_->compute, h);  // ReLU in the GEMM epilogue
-  if (p_ > 0) dropout_forward(h, h, p_, key_);
+  positive_bits_set_ = p_ > 0 && positive_bits_.capacity > 0;
+  if (positive_bits_set_) {
+    Tensor bits = positive_bits_.view({dropout_keep_bits_words(rows, shape_.ffn_dim)});
+    dropout_forward_positive_bits(h, h, p_, key_, bits);
+  } else if (p_ > 0) {
+    dropout_forward(h, h, p_, key_);
+  }
   linear_forward(h, fc2_w_->compute, fc2_b_->compute, out);
 }
 
@@ -46,9 +69,13 @@ void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
   linear_backward(d_out, h, fc2_w_->compute, dh, fc2_dw, no_bias);
   if (queue_fc2) queue->push({d_out, h, fc2_w_->grad});
   // h holds the relu output after dropout: h > 0 exactly where dropout kept the element and the
-  // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn. The
-  // same pass adds fc1's bias gradient (dh's column sums) instead of a second read of dh.
-  relu_dropout_backward_bias(dh, h, dh, p_, fc1_b_->grad);
+  // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn,
+  // reading that mask from the forward's bits where it kept them, else from h. The same pass adds
+  // fc1's bias gradient (dh's column sums) instead of a second read of dh.
+  const Tensor bits = positive_bits_set_
+                          ? positive_bits_.view({dropout_keep_bits_words(rows, shape_.ffn_dim)})
+                          : Tensor();
+  relu_dropout_backward_bias(dh, h, dh, p_, fc1_b_->grad, bits);
   linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_dw, no_bias, d_x_write);
   if (queue != nullptr) queue->push({dh, x_, fc1_w_->grad});
 }

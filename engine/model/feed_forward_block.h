@@ -12,14 +12,23 @@
 
 namespace nmt {
 
+// Whether the GPU feed-forward blocks keep where dropout(relu(fc1(x))) > 0 as bits
+// (dropout_forward_positive_bits) for their backward's ReLU tail to read instead of the hidden
+// activations: a 16th of the bytes at bf16, the same results. On by default;
+// NMT_FFN_POSITIVE_BITS=0 or the setter turns it off (read where a block is planned; for A/B
+// timing).
+void set_ffn_positive_bits(bool on);
+bool ffn_positive_bits();
+
 class FeedForwardBlock {
  public:
   FeedForwardBlock(ParamStore& store, const std::string& prefix, const ModelShape& shape,
                    uint32_t dropout_id);
   // own_hidden_grad: fc1's output gradient goes to a buffer of this block's instead of the
   // workspace's f1, so that fc1's weight-gradient product can wait in the workspace's dw_queue
-  // (QueuedGrads::all; fc2's reads the sublayer's own d_f slot).
-  void plan(Arena& arena, int64_t max_rows, bool own_hidden_grad = false);
+  // (QueuedGrads::all; fc2's reads the sublayer's own d_f slot). training: the backward's mask
+  // bits are planned (positive_bits_) where they apply.
+  void plan(Arena& arena, int64_t max_rows, bool own_hidden_grad = false, bool training = true);
 
   // x: [rows, d_model], kept alive until backward; out: [rows, d_model] written.
   void forward(const Tensor& x, const StepContext& ctx, Tensor& out);
@@ -38,6 +47,10 @@ class FeedForwardBlock {
   Param *fc1_w_, *fc1_b_, *fc2_w_, *fc2_b_;
   Buffer hidden_;  // [max_rows, ffn_dim]: relu(fc1(x)) after dropout
   Buffer d_hidden_;  // [max_rows, ffn_dim]: fc1's output gradient, where planned (own_hidden_grad)
+  // [dropout_keep_bits_words(max_rows, ffn_dim)] i32: where hidden_ > 0, on the GPU with relu
+  // dropout (ffn_positive_bits); positive_bits_set_ says whether the last forward wrote them.
+  Buffer positive_bits_;
+  bool positive_bits_set_ = false;
   Tensor x_;
   RngKey key_;
   float p_ = 0;

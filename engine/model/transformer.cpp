@@ -197,12 +197,13 @@ void Transformer::allocate(Arena& arena) {
                              : queue_large_weight_grads_switch.get() ? QueuedGrads::all
                                                                      : QueuedGrads::attention;
   queue_planned_ = queued != QueuedGrads::none;
-  for (auto& layer : encoder_) layer->plan(arena, rows, max_scores, queued);
+  for (auto& layer : encoder_) layer->plan(arena, rows, max_scores, queued, plan_.training);
   // One GEMM for every layer's cross-attention keys and values where all of them run fused.
   const bool cross_kv_on =
       cross_kv_ && cross_kv_all_layers() && attention_runs_fused(shape_, arena.device());
   if (cross_kv_) cross_kv_->plan(arena, rows, act, cross_kv_on, plan_.training);
-  for (auto& layer : decoder_) layer->plan(arena, rows, max_scores, cross_kv_on, queued);
+  for (auto& layer : decoder_)
+    layer->plan(arena, rows, max_scores, cross_kv_on, queued, plan_.training);
 }
 
 void Transformer::add_stage(std::vector<std::vector<const Param*>>& stages, size_t first) {

@@ -10,11 +10,12 @@ EncoderLayer::EncoderLayer(ParamStore& store, const std::string& prefix, const M
       ffn_(store, prefix, shape, ids.take()),
       ffn_sub_(store, prefix + ".final_layer_norm", shape, ids.take()) {}
 
-void EncoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores, QueuedGrads queued) {
+void EncoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores, QueuedGrads queued,
+                        bool training) {
   const bool attention = queued != QueuedGrads::none, all = queued == QueuedGrads::all;
   self_attn_.plan(arena, max_rows, max_rows, max_scores, queued);
   self_attn_sub_.plan(arena, max_rows, attention);
-  ffn_.plan(arena, max_rows, all);
+  ffn_.plan(arena, max_rows, all, training);
   ffn_sub_.plan(arena, max_rows, all);
 }
 
@@ -61,13 +62,13 @@ DecoderLayer::DecoderLayer(ParamStore& store, const std::string& prefix, const M
       ffn_sub_(store, prefix + ".final_layer_norm", shape, ids.take()) {}
 
 void DecoderLayer::plan(Arena& arena, int64_t max_rows, int64_t max_scores, bool cross_kv_projected,
-                        QueuedGrads queued) {
+                        QueuedGrads queued, bool training) {
   const bool attention = queued != QueuedGrads::none, all = queued == QueuedGrads::all;
   self_attn_.plan(arena, max_rows, max_rows, max_scores, queued);
   self_attn_sub_.plan(arena, max_rows, attention);
   cross_attn_.plan(arena, max_rows, cross_kv_projected ? 0 : max_rows, max_scores, queued);
   cross_attn_sub_.plan(arena, max_rows, attention);
-  ffn_.plan(arena, max_rows, all);
+  ffn_.plan(arena, max_rows, all, training);
   ffn_sub_.plan(arena, max_rows, all);
 }
 

@@ -24,9 +24,9 @@ class EncoderLayer {
                DropoutIds& ids);
   // queued: the operands of those weight-gradient products get buffers of their own, so the
   // products may wait in the workspace's dw_queue (Sublayer::plan, AttentionBlock::plan,
-  // FeedForwardBlock::plan).
+  // FeedForwardBlock::plan). training: what only a backward reads is planned too.
   void plan(Arena& arena, int64_t max_rows, int64_t max_scores,
-            QueuedGrads queued = QueuedGrads::none);
+            QueuedGrads queued = QueuedGrads::none, bool training = true);
   // x: [batch*src_len, d_model]; src_lengths: [batch] i32. Returns the layer output view.
   // Pre-norm (ignored post-norm): `next` and `input_normed` as Sublayer::forward's, for the layer's
   // last and first sublayer.
@@ -58,9 +58,9 @@ class DecoderLayer {
   DecoderLayer(ParamStore& store, const std::string& prefix, const ModelShape& shape,
                DropoutIds& ids);
   // cross_kv_projected: the cross-attention's keys and values always come projected
-  // (CrossKeysValues), so it plans no buffer for them. queued: as EncoderLayer::plan's.
+  // (CrossKeysValues), so it plans no buffer for them. queued, training: as EncoderLayer::plan's.
   void plan(Arena& arena, int64_t max_rows, int64_t max_scores, bool cross_kv_projected,
-            QueuedGrads queued = QueuedGrads::none);
+            QueuedGrads queued = QueuedGrads::none, bool training = true);
   // y: [batch*tgt_len, d_model]; enc_out: [batch*src_len, d_model]. cross_kv: null, or the
   // cross-attention's keys and values already projected from enc_out (AttentionBlock::forward).
   Tensor forward(const Tensor& y, const Tensor& tgt_lengths, const Tensor& enc_out,

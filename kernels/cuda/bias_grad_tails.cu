@@ -74,6 +74,25 @@ struct ReluDropoutGrad {
   }
 };
 
+// relu_dropout_backward from the bits of y > 0 (dropout_forward_positive_bits) instead of y: the
+// select and product of ReluDropoutGrad, so the same bits. A pack of VEC elements from a multiple
+// of VEC (or one element) lies within one byte of the mask.
+struct ReluDropoutBitsGrad {
+  static constexpr bool kReadsY = false;
+  static constexpr int kMinBlocks = 4;
+  float keep_scale;
+  const uint8_t* positive_bytes;
+  template <typename T, int VEC>
+  __device__ void operator()(int64_t element, const Pack<T, VEC>& dy, const Pack<T, VEC>&,
+                             Pack<T, VEC>& dx) const {
+    static_assert(VEC == 1 || VEC == 4 || VEC == 8, "a pack lies within one byte of the mask");
+    const uint32_t bits = static_cast<uint32_t>(positive_bytes[element / 8]) >> (element % 8);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i)
+      dx.v[i] = from_float<T>((bits >> i) & 1u ? to_float(dy.v[i]) * keep_scale : 0.0f);
+  }
+};
+
 template <typename T, int VEC>
 __device__ __forceinline__ Pack<T, VEC> load_pack(const T* at) {
   return *reinterpret_cast<const Pack<T, VEC>*>(at);
@@ -209,10 +228,18 @@ void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& 
            DropoutGrad{p, keep_scale, key, static_cast<const uint8_t*>(keep_bits.data)});
 }
 
-void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p,
-                                Tensor& db) {
+void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db,
+                                const Tensor& positive_bits) {
   constexpr const char* op = "relu_dropout_backward_bias";
-  run_tail(op, dy, &y, dx, p, db, ReluDropoutGrad{1.0f / (1.0f - p)});
+  if (positive_bits.empty())
+    return run_tail(op, dy, &y, dx, p, db, ReluDropoutGrad{1.0f / (1.0f - p)});
+  detail::require_rank(op, "dy", dy, 2, "[rows, cols]");
+  detail::require_same_shape(op, "y", y, "dy", dy);
+  detail::require_mask_bits(op, "positive_bits", positive_bits, dy.dim(0), dy.dim(1),
+                            {{"dx", &dx}, {"db", &db}});
+  detail::require_on_gpu(op, {{"positive_bits", &positive_bits}});
+  run_tail(op, dy, nullptr, dx, p, db,
+           ReluDropoutBitsGrad{1.0f / (1.0f - p), static_cast<const uint8_t*>(positive_bits.data)});
 }
 
 }  // namespace nmt::cuda

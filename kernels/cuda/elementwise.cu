@@ -88,25 +88,41 @@ void launch_map(const char* op_name, const Tensor& a, const Tensor& b, Tensor& y
   });
 }
 
-// One thread per block of eight elements (one Philox call). y may alias x.
-template <typename T, bool PACKED>
-__global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_scale, RngKey key) {
+// One thread per block of eight elements (one Philox call). y may alias x. With POSITIVE_BITS the
+// thread also stores byte `block` of positive_bytes, bit j set where its element j of y > 0 (the
+// layout of kernels/philox.h's saved masks); the last block's thread zeroes the bytes after its own
+// up to the end of the mask's last word (bytes_end).
+template <typename T, bool PACKED, bool POSITIVE_BITS>
+__global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_scale, RngKey key,
+                               uint8_t* positive_bytes, int64_t bytes_end) {
   constexpr int kE = kDropoutBlockElements;
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t first = block * kE;
   if (first >= n) return;
   float scales[kE];
   dropout_scales(key, block, p, keep_scale, scales);
+  uint32_t positive = 0;
   if (PACKED && first + kE <= n) {
     using P = Pack<T, kE>;
     const P in = reinterpret_cast<const P*>(x)[block];
     P out;
 #pragma unroll
-    for (int j = 0; j < kE; ++j) out.v[j] = from_float<T>(to_float(in.v[j]) * scales[j]);
+    for (int j = 0; j < kE; ++j) {
+      out.v[j] = from_float<T>(to_float(in.v[j]) * scales[j]);
+      if constexpr (POSITIVE_BITS) positive |= to_float(out.v[j]) > 0.0f ? 1u << j : 0u;
+    }
     reinterpret_cast<P*>(y)[block] = out;
   } else {
-    for (int j = 0; j < kE && first + j < n; ++j)
-      y[first + j] = from_float<T>(to_float(x[first + j]) * scales[j]);
+    for (int j = 0; j < kE && first + j < n; ++j) {
+      const T out = from_float<T>(to_float(x[first + j]) * scales[j]);
+      y[first + j] = out;
+      if constexpr (POSITIVE_BITS) positive |= to_float(out) > 0.0f ? 1u << j : 0u;
+    }
+  }
+  if constexpr (POSITIVE_BITS) {
+    positive_bytes[block] = static_cast<uint8_t>(positive);
+    if (first + kE >= n)
+      for (int64_t b = block + 1; b < bytes_end; ++b) positive_bytes[b] = 0;
   }
 }
 
@@ -148,14 +164,18 @@ void check_same(const char* op, const char* name, const Tensor& t, const char* l
   detail::require_same_dtype(op, name, t, like_name, like);
 }
 
-void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const RngKey& key) {
+// dropout_forward (positive_bits null) or dropout_forward_positive_bits (positive_bits: checked by
+// the caller, [dropout_keep_bits_words(1, n)] i32).
+void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const RngKey& key,
+                   const Tensor* positive_bits = nullptr) {
   check_same(op, "output", y, "input", x);
   detail::require_dropout_p(op, p);
   detail::require_on_gpu(op, {{"input", &x}, {"output", &y}});
+  if (positive_bits != nullptr) detail::require_on_gpu(op, {{"positive_bits", positive_bits}});
   const int64_t n = x.numel();
   if (n == 0) return;
   cudaStream_t stream = current_stream();
-  if (p == 0.0f) {
+  if (p == 0.0f && positive_bits == nullptr) {
     if (x.data != y.data)
       CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, x.bytes(), cudaMemcpyDeviceToDevice, stream));
     return;
@@ -171,10 +191,23 @@ void apply_dropout(const char* op, const Tensor& x, Tensor& y, float p, const Rn
         blocks_for((n + kDropoutBlockElements - 1) / kDropoutBlockElements, kThreads);
     const T* in = static_cast<const T*>(x.data);
     T* out = static_cast<T*>(y.data);
-    if (address_ok(x.data) && address_ok(y.data))
-      dropout_kernel<T, true><<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key);
-    else
-      dropout_kernel<T, false><<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key);
+    const bool packed = address_ok(x.data) && address_ok(y.data);
+    if (positive_bits != nullptr) {
+      auto* bytes = static_cast<uint8_t*>(positive_bits->data);
+      const int64_t bytes_end = 4 * dropout_keep_bits_words(1, n);
+      if (packed)
+        dropout_kernel<T, true, true>
+            <<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key, bytes, bytes_end);
+      else
+        dropout_kernel<T, false, true>
+            <<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key, bytes, bytes_end);
+    } else if (packed) {
+      dropout_kernel<T, true, false>
+          <<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key, nullptr, 0);
+    } else {
+      dropout_kernel<T, false, false>
+          <<<blocks, kThreads, 0, stream>>>(in, out, n, p, keep_scale, key, nullptr, 0);
+    }
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -256,6 +289,14 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key) {
   apply_dropout("dropout_forward", x, y, p, key);
+}
+
+void dropout_forward_positive_bits(const Tensor& x, Tensor& y, float p, const RngKey& key,
+                                   Tensor& positive_bits) {
+  constexpr const char* op = "dropout_forward_positive_bits";
+  detail::require_mask_bits(op, "positive_bits", positive_bits, 1, x.numel(),
+                            {{"x", &x}, {"y", &y}});
+  apply_dropout(op, x, y, p, key, &positive_bits);
 }
 
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key) {

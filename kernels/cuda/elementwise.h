@@ -19,6 +19,8 @@ void fill_zero(Tensor& y);                            // any dtype
 void copy_tensor(const Tensor& src, Tensor& dst);     // any dtype; either side may be on the host
 void convert_tensor(const Tensor& src, Tensor& dst);  // float dtypes, both on the GPU
 void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
+void dropout_forward_positive_bits(const Tensor& x, Tensor& y, float p, const RngKey& key,
+                                   Tensor& positive_bits);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, const RngKey& key);
 // One pass each, bit-identical to the two ops they fuse (the 16-bit dropped-out value is rounded
 // before the add, as dropout_forward's output was).

@@ -3,7 +3,8 @@
 // sums of that stored dx, bit for bit what accumulate_column_sums adds after the unfused op, the
 // same bits on a second call, and close to a double-precision sum on the host. f32 / bf16 / f16,
 // odd shapes on the vector and scalar paths (16-byte aligned and not, columns that split Philox
-// blocks across rows), one part and many (8193 rows), more column tiles than counters, dx over dy.
+// blocks across rows), one part and many (8193 rows), more column tiles than counters, dx over dy;
+// the ReLU tail from y's positive bits (kernels/bias_grad_tails.h) against the unfused op on y.
 #include <vector>
 
 #include "kernels/cuda/bias_grad_tails.h"
@@ -16,7 +17,14 @@
 namespace nmt::test {
 namespace {
 
-enum class Tail { dropout, relu_dropout };
+// relu_dropout_bits: relu_dropout_backward_bias given y > 0 as bits (made on the host here).
+enum class Tail { dropout, relu_dropout, relu_dropout_bits };
+
+const char* tail_name(Tail tail) {
+  return tail == Tail::dropout        ? "dropout_backward_bias"
+         : tail == Tail::relu_dropout ? "relu_dropout_backward_bias"
+                                      : "relu_dropout_backward_bias from positive bits";
+}
 
 struct Shape {
   int64_t rows, cols;
@@ -34,12 +42,23 @@ std::vector<float> column_sums(const std::vector<float>& matrix, Shape s,
   return out;
 }
 
-void fused(Tail tail, const GpuTensor& dy, const GpuTensor& y, GpuTensor& dx, float p,
-           const RngKey& key, GpuTensor& db) {
+// bits: the words of y > 0 (Tail::relu_dropout_bits only).
+void fused(Tail tail, const GpuTensor& dy, const GpuTensor& y, const GpuTensor& bits, GpuTensor& dx,
+           float p, const RngKey& key, GpuTensor& db) {
   if (tail == Tail::dropout)
     cuda::dropout_backward_bias(dy.view, dx.view, p, key, db.view);
-  else
+  else if (tail == Tail::relu_dropout)
     cuda::relu_dropout_backward_bias(dy.view, y.view, dx.view, p, db.view);
+  else
+    cuda::relu_dropout_backward_bias(dy.view, y.view, dx.view, p, db.view, bits.view);
+}
+
+GpuTensor positive_bits(const std::vector<float>& y) {
+  const auto n = static_cast<int64_t>(y.size());
+  std::vector<int32_t> words(static_cast<size_t>(dropout_keep_bits_words(1, n)), 0);
+  for (int64_t e = 0; e < n; ++e)
+    if (y[e] > 0.0f) words[e / 32] |= static_cast<int32_t>(1u << (e % 32));
+  return upload_i32(words, {static_cast<int64_t>(words.size())});
 }
 
 void unfused(Tail tail, const GpuTensor& dy, const GpuTensor& y, GpuTensor& dx, float p,
@@ -54,9 +73,8 @@ void unfused(Tail tail, const GpuTensor& dy, const GpuTensor& y, GpuTensor& dx, 
 // One shape: every matrix shifted off 16-byte alignment by `offset` elements (the same for all, so
 // the fused op and accumulate_column_sums take the same path), db starting nonzero.
 void check_tail(Tail tail, DType dtype, Shape s, float p, int offset) {
-  INFO((tail == Tail::dropout ? "dropout_backward_bias" : "relu_dropout_backward_bias")
-       << " dtype " << dtype_name(dtype) << " rows " << s.rows << " cols " << s.cols << " p " << p
-       << " offset " << offset);
+  INFO(tail_name(tail) << " dtype " << dtype_name(dtype) << " rows " << s.rows << " cols " << s.cols
+                       << " p " << p << " offset " << offset);
   const RngKey key{20240617, 9, 3};
   const auto n = static_cast<size_t>(s.rows * s.cols);
   const uint64_t seed = static_cast<uint64_t>(s.rows * 131 + s.cols * 7 + offset);
@@ -65,15 +83,16 @@ void check_tail(Tail tail, DType dtype, Shape s, float p, int offset) {
   const std::vector<float> dy = rounded(nonzero_values(n, seed), dtype),
                            y = rounded(random_floats(n, seed + 2), dtype),
                            db_init = random_floats(static_cast<size_t>(s.cols), seed + 3);
-  GpuTensor gdy = upload(dy, shape, dtype, offset), gy = upload(y, shape, dtype, offset);
+  GpuTensor gdy = upload(dy, shape, dtype, offset), gy = upload(y, shape, dtype, offset),
+            bits = positive_bits(y);
 
   GpuTensor expected_dx = gpu_poisoned(shape, dtype, offset),
             expected_db = upload(db_init, {s.cols}, DType::f32);
   unfused(tail, gdy, gy, expected_dx, p, key, expected_db);
   GpuTensor dx = gpu_poisoned(shape, dtype, offset), db = upload(db_init, {s.cols}, DType::f32),
             db_again = upload(db_init, {s.cols}, DType::f32);
-  fused(tail, gdy, gy, dx, p, key, db);
-  fused(tail, gdy, gy, dx, p, key, db_again);
+  fused(tail, gdy, gy, bits, dx, p, key, db);
+  fused(tail, gdy, gy, bits, dx, p, key, db_again);
 
   const std::vector<float> stored_dx = download(dx.view), sums = download(db.view);
   check_identical("dx against the unfused op", stored_dx, download(expected_dx.view));
@@ -86,7 +105,7 @@ void check_tail(Tail tail, DType dtype, Shape s, float p, int offset) {
 
   GpuTensor in_place = upload(dy, shape, dtype, offset),
             db_in_place = upload(db_init, {s.cols}, DType::f32);
-  fused(tail, in_place, gy, in_place, p, key, db_in_place);
+  fused(tail, in_place, gy, bits, in_place, p, key, db_in_place);
   check_identical("dx over dy", download(in_place.view), stored_dx);
   check_identical("db with dx over dy", download(db_in_place.view), sums);
 }
@@ -100,7 +119,7 @@ TEST_CASE("cuda bias-gradient tails equal the unfused op then accumulate_column_
   // the vector path with one partial tile (8) and a partial last tile (520), unless offset.
   const int64_t row_counts[] = {1, 7, 130, 8193};
   const int64_t col_counts[] = {1, 3, 8, 12, 13, 520};
-  for (Tail tail : {Tail::dropout, Tail::relu_dropout})
+  for (Tail tail : {Tail::dropout, Tail::relu_dropout, Tail::relu_dropout_bits})
     for (DType dtype : {DType::f32, DType::bf16, DType::f16})
       for (int64_t rows : row_counts)
         for (int64_t cols : col_counts)
@@ -112,7 +131,7 @@ TEST_CASE("cuda bias-gradient tails: more column tiles than counters, Transforme
           "[cuda][bias_grad_tails]") {
   // 131105 odd columns: 4098 scalar tiles of 32, more than the 4096 counters, so two launches,
   // each with two parts of the 130 rows. 512 and 2048: the engine's d_model and ffn_dim.
-  for (Tail tail : {Tail::dropout, Tail::relu_dropout}) {
+  for (Tail tail : {Tail::dropout, Tail::relu_dropout, Tail::relu_dropout_bits}) {
     check_tail(tail, DType::bf16, {130, 131105}, 0.3f, 0);
     check_tail(tail, DType::bf16, {8192, 512}, 0.1f, 0);
     check_tail(tail, DType::bf16, {8192, 2048}, 0.1f, 0);

@@ -1,6 +1,8 @@
 // CUDA elementwise ops against the CPU reference: ReLU, adds, scaling, dropout (identical masks),
 // the fused dropout + residual add and ReLU + dropout backward (equal to the separate ops), fill
-// and copy, at odd sizes, in place and off 16-byte alignment.
+// and copy, at odd sizes, in place and off 16-byte alignment; dropout_forward_positive_bits' bits.
+#include <cuda_runtime.h>
+
 #include <vector>
 
 #include "kernels/cuda/elementwise.h"
@@ -88,6 +90,56 @@ TEST_CASE("cuda dropout draws the CPU's masks", "[cuda][elementwise][dropout]") 
           dropout_backward(cpu_view(x, shape), back_view, p, key);
           cuda::dropout_backward(gx.view, gx.view, p, key);
           check_identical("dropout_backward in place", download(gx.view), rounded(back_ref, dtype));
+        }
+}
+
+// The words of a positive-bits mask as the GPU stored them (synchronises).
+std::vector<int32_t> download_words(const Tensor& words) {
+  std::vector<int32_t> out(static_cast<size_t>(words.numel()));
+  REQUIRE(cudaMemcpy(out.data(), words.data, out.size() * sizeof(int32_t),
+                     cudaMemcpyDeviceToHost) == cudaSuccess);
+  return out;
+}
+
+TEST_CASE("cuda dropout_forward_positive_bits: dropout_forward's output and the CPU's bits",
+          "[cuda][elementwise][dropout]") {
+  // x of both signs with zeros among them (relu-like), so y > 0 is neither x != 0 nor the keep
+  // mask; sizes that end inside a byte and inside a word; the words start poisoned, so a byte
+  // past the last element left unzeroed shows.
+  const RngKey key{20240618, 12, 9};
+  for (DType dtype : kFloatTypes)
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{9}, int64_t{33}, int64_t{1000}, int64_t{4097},
+                      int64_t{8192 * 2048 / 1024}})
+      for (float p : {0.0f, 0.1f, 0.5f})
+        for (int offset : {0, 1}) {
+          INFO("dtype " << dtype_name(dtype) << " n " << n << " p " << p << " offset " << offset);
+          const std::vector<int64_t> shape{n};
+          std::vector<float> x = rounded(random_floats(n, 31 + n), dtype);
+          for (int64_t i = 0; i < n; i += 5) x[i] = 0.0f;
+          const int64_t words = dropout_keep_bits_words(1, n);
+          std::vector<float> ref(n);
+          std::vector<int32_t> ref_bits(words, -1);
+          Tensor ref_view = cpu_view(ref, shape), ref_bits_view = cpu_view_i32(ref_bits, {words});
+          dropout_forward_positive_bits(cpu_view(x, shape), ref_view, p, key, ref_bits_view);
+          for (int64_t e = 0; e < n; ++e)
+            REQUIRE(((ref_bits[e / 32] >> (e % 32)) & 1) == (ref[e] > 0.0f ? 1 : 0));
+
+          GpuTensor gx = upload(x, shape, dtype, offset), gy = gpu_poisoned(shape, dtype, offset);
+          GpuTensor plain = gpu_poisoned(shape, dtype, offset);
+          GpuTensor bits = gpu_poisoned({words}, DType::i32);
+          cuda::dropout_forward_positive_bits(gx.view, gy.view, p, key, bits.view);
+          cuda::dropout_forward(gx.view, plain.view, p, key);
+          const std::vector<float> got = download(gy.view);
+          check_identical("y against dropout_forward", got, download(plain.view));
+          check_identical("y against the CPU", got, rounded(ref, dtype));
+          std::vector<int32_t> expected(words, 0);  // from the GPU's own y, rounded to T
+          for (int64_t e = 0; e < n; ++e)
+            if (got[e] > 0.0f) expected[e / 32] |= static_cast<int32_t>(1u << (e % 32));
+          CHECK(download_words(bits.view) == expected);
+          // In place (y over x), as the feed-forward block runs it.
+          cuda::dropout_forward_positive_bits(gx.view, gx.view, p, key, bits.view);
+          check_identical("y over x", download(gx.view), got);
+          CHECK(download_words(bits.view) == expected);
         }
 }
 

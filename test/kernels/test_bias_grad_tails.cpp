@@ -1,7 +1,9 @@
 // The backward tails with a bias gradient (kernels/bias_grad_tails.h) on the CPU: dx and db equal
 // the unfused pair bit for bit (the element op of elementwise.h, then linear_backward's db from the
 // stored dx) at odd shapes, with and without dropout, in place and not, db accumulated onto a
-// nonzero value; and bad arguments are rejected naming the op and the tensor.
+// nonzero value; dropout_forward_positive_bits' bits are y > 0 and the ReLU tail given them on the
+// CPU gives what it gives without; and bad arguments are rejected naming the op and the tensor.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -102,6 +104,46 @@ TEST_CASE("relu_dropout_backward_bias equals relu_dropout_backward then linear_b
     }
 }
 
+TEST_CASE(
+    "dropout_forward_positive_bits: dropout_forward's y and its y > 0 as bits, which the "
+    "ReLU tail may be given",
+    "[bias_grad_tails][dropout]") {
+  const RngKey key{41, 3, 6};
+  for (Shape s : kShapes)
+    for (float p : {0.0f, 0.3f}) {
+      INFO("rows " << s.rows << " cols " << s.cols << " p " << p);
+      const auto n = static_cast<size_t>(s.rows * s.cols);
+      std::vector<float> x = random_uniform(n, 400 + static_cast<uint32_t>(n));
+      for (size_t i = 0; i < n; i += 3) x[i] = std::max(x[i], 0.0f);  // relu-like zeros
+      std::vector<float> expected_y(n), y(n);
+      Tensor expected_view = view(expected_y, {s.rows, s.cols}), y_view = view(y, {s.rows, s.cols});
+      dropout_forward(view(x, {s.rows, s.cols}), expected_view, p, key);
+      const int64_t words = dropout_keep_bits_words(s.rows, s.cols);
+      std::vector<int32_t> bits(static_cast<size_t>(words), -1);  // every bit set first
+      Tensor bits_view(bits.data(), DType::i32, Device::cpu, {words});
+      dropout_forward_positive_bits(view(x, {s.rows, s.cols}), y_view, p, key, bits_view);
+      CHECK(y == expected_y);
+      for (int64_t e = 0; e < 32 * words; ++e) {
+        const bool positive = e < static_cast<int64_t>(n) && y[e] > 0.0f;
+        REQUIRE(((bits[e / 32] >> (e % 32)) & 1) == (positive ? 1 : 0));
+      }
+
+      // The tail with the bits: the CPU reads y, so the same results as without them.
+      const std::vector<float> dy = random_uniform(n, 500 + static_cast<uint32_t>(n)),
+                               db_init = random_uniform(static_cast<size_t>(s.cols), 7);
+      std::vector<float> expected_dx(n), dx(n), expected_db = db_init, db = db_init;
+      Tensor expected_dx_view = view(expected_dx, {s.rows, s.cols}),
+             expected_db_view = view(expected_db, {s.cols}), dx_view = view(dx, {s.rows, s.cols}),
+             db_view = view(db, {s.cols});
+      relu_dropout_backward_bias(view(dy, {s.rows, s.cols}), y_view, expected_dx_view, p,
+                                 expected_db_view);
+      relu_dropout_backward_bias(view(dy, {s.rows, s.cols}), y_view, dx_view, p, db_view,
+                                 bits_view);
+      CHECK(dx == expected_dx);
+      CHECK(db == expected_db);
+    }
+}
+
 TEST_CASE("the bias-gradient tails reject bad arguments, naming the op and the tensor",
           "[bias_grad_tails][errors]") {
   std::vector<float> dy(12), y(12), dx(12), other(10), db(4), short_db(3);
@@ -143,4 +185,34 @@ TEST_CASE("the bias-gradient tails reject bad arguments, naming the op and the t
                       relu_dropout_backward_bias(dy_view, y_view, dx_view, 0.1f, short_db_view);
                     }),
                     "relu_dropout_backward_bias: db"));
+
+  // Positive bits: one word for 12 elements; two words, f32 words, or words over dx are refused.
+  std::vector<int32_t> words(2);
+  std::vector<float> f32_word(1);
+  Tensor one_word(words.data(), DType::i32, Device::cpu, {1}),
+      two_words(words.data(), DType::i32, Device::cpu, {2}),
+      float_word(f32_word.data(), DType::f32, Device::cpu, {1}),
+      word_in_dx(dx.data(), DType::i32, Device::cpu, {1});
+  for (Tensor* bad : {&two_words, &float_word, &word_in_dx}) {
+    CHECK(message_has(invalid_argument_message([&] {
+                        relu_dropout_backward_bias(dy_view, y_view, dx_view, 0.1f, db_view, *bad);
+                      }),
+                      "relu_dropout_backward_bias: positive_bits"));
+    CHECK(message_has(invalid_argument_message(
+                          [&] { dropout_forward_positive_bits(dy_view, dx_view, 0.1f, {}, *bad); }),
+                      "dropout_forward_positive_bits: positive_bits"));
+  }
+  CHECK(message_has(invalid_argument_message([&] {
+                      dropout_forward_positive_bits(dy_view, other_view, 0.1f, {}, one_word);
+                    }),
+                    "dropout_forward_positive_bits: y"));
+  CHECK(message_has(invalid_argument_message([&] {
+                      dropout_forward_positive_bits(dy_view, dx_view, 1.0f, {}, one_word);
+                    }),
+                    "dropout_forward_positive_bits: dropout probability"));
+  Tensor no_bits;
+  CHECK(message_has(invalid_argument_message([&] {
+                      dropout_forward_positive_bits(dy_view, dx_view, 0.1f, {}, no_bits);
+                    }),
+                    "dropout_forward_positive_bits: positive_bits"));
 }
