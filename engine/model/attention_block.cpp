@@ -31,6 +31,14 @@ bool attention_runs_fused(const ModelShape& shape, Device device) {
          fused_attention_supported(device, shape.compute_dtype, shape.d_model / shape.heads);
 }
 
+int64_t attention_bias_partial_floats(const ModelShape& shape, Device device, int64_t sentences) {
+  const bool half = shape.compute_dtype == DType::bf16 || shape.compute_dtype == DType::f16;
+  if (device != Device::cuda || !half || shape.d_model != 64 * shape.heads ||
+      !attention_runs_fused(shape, device) || !bias_sums_switch.get())
+    return 0;
+  return sentences * 3 * shape.d_model;
+}
+
 AttentionBlock::AttentionBlock(ParamStore& store, const std::string& prefix,
                                const ModelShape& shape, AttentionKind kind, uint32_t dropout_id)
     : shape_(shape), kind_(kind), dropout_id_(dropout_id) {

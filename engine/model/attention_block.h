@@ -50,6 +50,12 @@ struct ProjectedKeysValues {
 // shape.cpu_fused_attention asks for its f32 reference.
 bool attention_runs_fused(const ModelShape& shape, Device device);
 
+// The floats of partial sums one attention backward's q, k, v bias gradients take for `sentences`
+// sentences where the short-sentence CUDA kernels sum them (16-bit dtypes, head_dim 64; kernels/
+// fused_attention.h), so that a model can plan room for them in its PartialSumDeferral; 0 where
+// they do not (the CPU, f32, other head sizes, NMT_ATTENTION_BIAS_SUMS=0).
+int64_t attention_bias_partial_floats(const ModelShape& shape, Device device, int64_t sentences);
+
 enum class AttentionKind : uint8_t {
   encoder_self,  // queries and keys from one input, every key visible
   decoder_self,  // queries and keys from one input, causal

@@ -173,11 +173,17 @@ void Transformer::allocate(Arena& arena) {
   if (gpu_training) row_orders_buffer_ = arena.allocate("row_orders", DType::i32, 4 * rows);
   if (gpu_training && defer_partial_sums_switch.get()) {
     // Every LayerNorm backward of a step: two a encoder layer, three a decoder layer, and
-    // pre-norm's two final norms.
+    // pre-norm's two final norms. And the attention backwards' bias sums (one a self-attention,
+    // one a cross-attention) for batches of up to rows / 16 sentences; a batch of more (shorter)
+    // sentences runs those second passes at once.
     const int64_t norms =
         2 * shape_.encoder_layers + 3 * shape_.decoder_layers + (shape_.pre_norm ? 2 : 0);
-    ln_partials_ = arena.allocate("ln_partials", DType::f32,
-                                  norms * cuda::layernorm_backward_partial_floats(rows, d, act));
+    const int64_t attentions = shape_.encoder_layers + 2 * shape_.decoder_layers;
+    const int64_t sentences = std::max<int64_t>(1, rows / 16);
+    ln_partials_ = arena.allocate(
+        "deferred_partials", DType::f32,
+        norms * cuda::layernorm_backward_partial_floats(rows, d, act) +
+            attentions * attention_bias_partial_floats(shape_, arena.device(), sentences));
   }
   loss_sums_ = arena.allocate("loss_sums", DType::i32, kLossSumsWords);
   src_x0_ = arena.allocate("src_x0", act, rows * d);

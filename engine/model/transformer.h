@@ -104,8 +104,9 @@ class Transformer {
   // What the graphs did so far, or nullptr when they are off.
   const TrainGraphStats* train_graph_stats() const { return graphs_ ? &graphs_->stats() : nullptr; }
 
-  // How many LayerNorm second passes the last backward run op by op held back to its end (0: none
-  // deferred; a step replayed from a graph leaves the count of the step it was captured in).
+  // How many second passes (the LayerNorms', the attention bias sums') the last backward run op by
+  // op held back to its end (0: none deferred; a step replayed from a graph leaves the count of
+  // the step it was captured in).
   int64_t deferred_partial_sums() const { return ln_sums_.last_flushed(); }
   // How many weight-gradient products the last backward held back and ran together at its end
   // (engine/model/weight_grad_queue.h; 0 where the queue was off).
@@ -207,8 +208,9 @@ class Transformer {
   // grad-ready hook reads a layer's gradients earlier. NMT_QUEUE_WEIGHT_GRADS=0 plans without it.
   WeightGradQueue dw_queue_;
   bool queue_planned_ = false;
-  // The LayerNorms' second passes held back to the end of backward (set_defer_partial_sums), with
-  // their partial sums in ln_partials_ (planned for a CUDA training model only).
+  // The LayerNorms' and the attention bias sums' second passes held back to the end of backward
+  // (set_defer_partial_sums), with their partial sums in ln_partials_ (planned for a CUDA
+  // training model only).
   Buffer ln_partials_;
   cuda::PartialSumDeferral ln_sums_;
   // Inputs: [rows] i32 ids, [batch] i32 lengths.

@@ -51,12 +51,10 @@ __device__ __forceinline__ void sum_partials_block(const float* __restrict__ par
     float total = 0.0f;
 #pragma unroll
     for (int j = 0; j < kLanes; ++j) total += lane_sums[j][threadIdx.x];
-    if (col < cols)
-      outs.first[col] += total;
-    else if (col < 2 * cols)
-      outs.second[col - cols] += total;
-    else
-      outs.third[col - 2 * cols] += total;
+    // A null output (a bias gradient the caller did not ask for) takes nothing.
+    const int o = static_cast<int>(col / cols);
+    float* out = o == 0 ? outs.first : (o == 1 ? outs.second : outs.third);
+    if (out != nullptr) out[col - o * cols] += total;
   }
 }
 

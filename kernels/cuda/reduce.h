@@ -18,13 +18,14 @@ void accumulate_partial_sum_pair(const float* partials, int64_t parts, int64_t c
                                  float* second, cudaStream_t stream);
 // As accumulate_partial_sum_pair with a third output from columns [2 * cols, 3 * cols):
 // partials: [parts, 3 * cols] f32; first, second, third: [cols] f32. Each column is summed in the
-// pair's order, so first and second get the bits the pair gives for the same partials.
+// pair's order, so first and second get the bits the pair gives for the same partials. A null
+// output takes nothing (the attention backward's bias gradients not asked for).
 void accumulate_partial_sum_triple(const float* partials, int64_t parts, int64_t cols, float* first,
                                    float* second, float* third, cudaStream_t stream);
 
 // One second pass held back (PartialSumDeferral): out[o][c] += the sum over p of
 // partials[p * outputs * cols + o * cols + c], o < outputs (2 or 3), as the pair or the triple
-// adds.
+// adds; a null out[o] takes nothing.
 struct DeferredPartialSum {
   const float* partials = nullptr;
   int64_t parts = 0, cols = 0;
@@ -33,17 +34,17 @@ struct DeferredPartialSum {
 };
 
 // Second passes held back to one launch. While a deferral is active on the calling thread
-// (DeferPartialSums), the LayerNorm backward ops (kernels/cuda/layernorm.h) write their partial
-// sums into its buffer instead of the stream's scratch and record their second pass instead of
-// launching it; flush() then runs every recorded pass in as few launches as the kernel's
-// parameter space allows, each with the bits it gives alone (a column's sum depends on its own
-// partials only, added in the same order). For gradients nothing reads before the flush: a model
-// defers its LayerNorms' parameter and branch-bias gradients to the end of its backward, where
-// about 30 launches of ~4.4 us each (a Transformer-base step on an H100) were each a step of the
-// critical path. A call whose partials do not fit the buffer runs its pass at once. Under a
-// deferral those ops' "+=" outputs (d_gamma, d_beta, d_branch_bias) are added at the flush, not
-// when the op returns, and flush() must run on the stream the recorded ops ran on (no events
-// order them otherwise).
+// (DeferPartialSums), the LayerNorm backward ops (kernels/cuda/layernorm.h) and the short-sentence
+// fused attention backward's bias sums (kernels/fused_attention.h) write their partial sums into
+// its buffer instead of the stream's scratch and record their second pass instead of launching it;
+// flush() then runs every recorded pass in as few launches as the kernel's parameter space allows,
+// each with the bits it gives alone (a column's sum depends on its own partials only, added in the
+// same order). For gradients nothing reads before the flush: a model defers its LayerNorms'
+// parameter and branch-bias gradients to the end of its backward, where about 30 launches of ~4.4
+// us each (a Transformer-base step on an H100) were each a step of the critical path. A call whose
+// partials do not fit the buffer runs its pass at once. Under a deferral those ops' "+=" outputs
+// (d_gamma, d_beta, d_branch_bias) are added at the flush, not when the op returns, and flush()
+// must run on the stream the recorded ops ran on (no events order them otherwise).
 class PartialSumDeferral {
  public:
   PartialSumDeferral() = default;

@@ -5,7 +5,8 @@
 // layouts.
 // Also: padded keys holding NaN are never read, backward is bit-for-bit deterministic, the
 // dropout keep bits forward stores for backward are the mask, giving the same bits as drawing it,
-// and the q, k, v bias gradients the short-sentence backward adds are the gradients' column sums.
+// and the q, k, v bias gradients the short-sentence backward adds are the gradients' column sums,
+// at once or at a PartialSumDeferral's flush.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,8 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/stream.h"
 #include "kernels/fused_attention.h"
 #include "test/cuda/gpu_test_util.h"
 #include "test/support/catch.h"
@@ -168,6 +171,9 @@ struct FusedResult {
   std::vector<uint32_t> bits;  // what it stored
   bool biases_summed = false;  // backward added to the bias gradients (only asked with bias_grads)
   Dense bias_grads;            // [heads * head_dim] each after backward; those given only
+  // With a deferral: the second passes it recorded, and the bias gradients before its flush.
+  int64_t deferred = 0;
+  Dense bias_before_flush;
 };
 
 // How run_fused treats the dropout keep bits: none given (drawn again in backward), given to
@@ -177,10 +183,12 @@ enum class Bits { drawn, kept, zeroed };
 
 // Runs the fused op on the GPU in `dtype` with the operands placed per `layout`; with bias_grads
 // (their initial values, [heads * head_dim] f32 each, empty for one not given), backward is given
-// bias gradients to add the column sums to.
+// bias gradients to add the column sums to; with `deferral`, backward runs with it active
+// (kernels/cuda/reduce.h), which is flushed after the bias gradients are read once.
 FusedResult run_fused(const Dense& in, const std::vector<float>& d_out, const Case& c, DType dtype,
                       float p, Layout layout, Bits bits = Bits::drawn,
-                      const Dense* bias_grads = nullptr) {
+                      const Dense* bias_grads = nullptr,
+                      cuda::PartialSumDeferral* deferral = nullptr) {
   const AttentionShape& s = c.shape;
   const Placement at(layout, s);
   std::vector<float> wide_q(at.q_rows * at.q_total, NAN), wide_kv(at.kv_rows * at.kv_total, NAN);
@@ -220,9 +228,19 @@ FusedResult run_fused(const Dense& in, const std::vector<float>& d_out, const Ca
     give_bias(bias_grads->k, g_bias_k, bias_views.k);
     give_bias(bias_grads->v, g_bias_v, bias_views.v);
   }
-  r.biases_summed =
-      fused_attention_backward(g_do.view, operands, g_out.view, g_lse.view, g_len.view, grads, s, p,
-                               kKey, r.kept_bits ? g_bits.view : Tensor(), bias_views);
+  {
+    cuda::DeferPartialSums active(deferral);  // null: none (as outside any deferral)
+    r.biases_summed =
+        fused_attention_backward(g_do.view, operands, g_out.view, g_lse.view, g_len.view, grads, s,
+                                 p, kKey, r.kept_bits ? g_bits.view : Tensor(), bias_views);
+  }
+  if (deferral != nullptr) {
+    r.deferred = deferral->recorded();
+    if (!bias_views.q.empty()) r.bias_before_flush.q = download(bias_views.q);
+    if (!bias_views.k.empty()) r.bias_before_flush.k = download(bias_views.k);
+    if (!bias_views.v.empty()) r.bias_before_flush.v = download(bias_views.v);
+    deferral->flush(cuda::current_stream());
+  }
   if (!bias_views.q.empty()) r.bias_grads.q = download(bias_views.q);
   if (!bias_views.k.empty()) r.bias_grads.k = download(bias_views.k);
   if (!bias_views.v.empty()) r.bias_grads.v = download(bias_views.v);
@@ -474,11 +492,15 @@ size_t bias_sum_mismatches(const std::vector<float>& got, const std::vector<floa
   return wrong;
 }
 
+// Room for the largest case's bias partials below: 100 sentences x 3 x 8 heads x 64.
+constexpr int64_t kDeferralFloats = 200000;
+
 TEST_CASE("cuda fused attention backward adds the bias gradients where the short wgmma runs",
           "[cuda][fused_attention]") {
   // Where the short-sentence wgmma backward runs (q_len, kv_len <= 64, head_dim 64, 16-byte
   // rows), it adds the column sums of dQ, dK, dV to the bias gradients and returns true;
-  // elsewhere it returns false and leaves them alone. Either way dQ, dK, dV keep their bits.
+  // elsewhere it returns false and leaves them alone. Either way dQ, dK, dV keep their bits, and
+  // an active PartialSumDeferral holds the sums' second pass back to its flush.
   struct BiasCase {
     Case c;
     Layout layout;
@@ -529,6 +551,34 @@ TEST_CASE("cuda fused attention backward adds the bias gradients where the short
       check_identical("bias v twice", with.bias_grads.v, again.bias_grads.v);
       check_identical("bias q without k", some.bias_grads.q, with.bias_grads.q);
       check_identical("bias v without k", some.bias_grads.v, with.bias_grads.v);
+      // Under a deferral with room, the second pass waits for the flush and then gives the same
+      // bits (a bias gradient not asked for stays out of it); without room it runs at once.
+      DeviceBuffer room(kDeferralFloats * sizeof(float));
+      cuda::PartialSumDeferral deferral(static_cast<float*>(room.data()), kDeferralFloats),
+          no_room(static_cast<float*>(room.data()), 4);
+      const FusedResult later =
+          run_fused(in, d_out, bc.c, dtype, p, bc.layout, Bits::kept, &init, &deferral);
+      const FusedResult some_later =
+          run_fused(in, d_out, bc.c, dtype, p, bc.layout, Bits::kept, &without_k, &deferral);
+      const FusedResult at_once =
+          run_fused(in, d_out, bc.c, dtype, p, bc.layout, Bits::kept, &init, &no_room);
+      CHECK(later.biases_summed == summed);
+      CHECK(later.deferred == (summed ? 1 : 0));
+      CHECK(some_later.deferred == (summed ? 1 : 0));
+      CHECK(at_once.deferred == 0);
+      check_identical("dq deferred", later.dq, plain.dq);
+      check_identical("dk deferred", later.dk, plain.dk);
+      check_identical("dv deferred", later.dv, plain.dv);
+      check_identical("bias q before the flush", later.bias_before_flush.q, init.q);
+      check_identical("bias k before the flush", later.bias_before_flush.k, init.k);
+      check_identical("bias v before the flush", later.bias_before_flush.v, init.v);
+      for (const FusedResult* r : {&later, &at_once}) {
+        check_identical("bias q deferred or not", r->bias_grads.q, with.bias_grads.q);
+        check_identical("bias k deferred or not", r->bias_grads.k, with.bias_grads.k);
+        check_identical("bias v deferred or not", r->bias_grads.v, with.bias_grads.v);
+      }
+      check_identical("bias q deferred without k", some_later.bias_grads.q, with.bias_grads.q);
+      check_identical("bias v deferred without k", some_later.bias_grads.v, with.bias_grads.v);
       if (summed) {
         CHECK(bias_sum_mismatches(with.bias_grads.q, init.q, with.dq, width) == 0);
         CHECK(bias_sum_mismatches(with.bias_grads.k, init.k, with.dk, width) == 0);

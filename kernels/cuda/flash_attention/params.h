@@ -36,8 +36,8 @@ struct Params {
   // [batch, heads, q_len, 2] words of dropout keep bits, or nullptr: the short-sentence wgmma
   // forward stores them, its backward reads them instead of drawing them (short_wgmma.cu).
   uint32_t* keep_bits;
-  // [batch * heads, 3, 64] f32 or nullptr: the short-sentence wgmma backward's column sums of each
-  // item's dQ, dK, dV head columns, for the bias gradients (short_wgmma.cu).
+  // [batch, 3, heads * 64] f32 or nullptr: the short-sentence wgmma backward's column sums of each
+  // (sentence, head) item's dQ, dK, dV head columns, for the bias gradients (short_wgmma.cu).
   float* bias_partials;
 };
 

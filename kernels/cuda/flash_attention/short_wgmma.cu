@@ -8,12 +8,14 @@
 // With dropout and p.keep_bits, the forward also stores its keep mask as bits (64 a query row) and
 // the backward loads them with the item's tiles instead of drawing the Philox numbers again.
 // Given bias gradients, the backward also sums the columns of the dQ, dK, dV tiles it has staged
-// for their stores (one partial sum per item and column), and a second small kernel adds the
-// sentences' partials to the bias gradients in sentence order.
+// for their stores (one partial sum per item and column), and an ordered second pass
+// (kernels/cuda/reduce.h) adds the sentences' partials to the bias gradients: at once, or at the
+// flush of an active PartialSumDeferral (the same bits either way).
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/flash_attention/common.cuh"
 #include "kernels/cuda/flash_attention/launch.cuh"
 #include "kernels/cuda/flash_attention/traits_short_wgmma.h"
+#include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -75,10 +77,11 @@ __device__ __forceinline__ void expand_keep_bits(uint8_t* keep, const uint32_t* 
 }
 
 // Column sums of an item's staged dQ, dK, dV tiles ([64][64] swizzled, rows past q_len or kv_len
-// not counted) into p.bias_partials[item][operand][column], each in one fixed order so the bits
-// never change: thread t sums column t % 64 over rows 32 * (t / 64) .. + 31 in row order, and the
-// first half adds the second half's sum (passed through s_halves, [kBiasOperands][64] f32) to its
-// own. Called by the whole block once every warp's rows are staged.
+// not counted) into p.bias_partials[sentence][operand][head * 64 + column] (item = sentence *
+// heads + head), each in one fixed order so the bits never change: thread t sums column t % 64
+// over rows 32 * (t / 64) .. + 31 in row order, and the first half adds the second half's sum
+// (passed through s_halves, [kBiasOperands][64] f32) to its own. Called by the whole block once
+// every warp's rows are staged.
 template <typename T>
 __device__ __forceinline__ void store_bias_partials(const Params& p, const T* s_dq, const T* s_dk,
                                                     const T* s_dv, float* s_halves, int item) {
@@ -102,10 +105,13 @@ __device__ __forceinline__ void store_bias_partials(const Params& p, const T* s_
   }
   __syncthreads();  // the second halves' sums are in s_halves
   if (half == 0) {
-    float* partials = p.bias_partials + static_cast<int64_t>(item) * kBiasOperands * 64;
+    const int64_t width = static_cast<int64_t>(p.heads) * 64;  // one operand's bias columns
+    float* partials = p.bias_partials +
+                      static_cast<int64_t>(item / p.heads) * kBiasOperands * width +
+                      (item % p.heads) * 64;
 #pragma unroll
     for (int o = 0; o < kBiasOperands; ++o)
-      partials[o * 64 + column] = sums[o] + s_halves[o * 64 + column];
+      partials[o * width + column] = sums[o] + s_halves[o * 64 + column];
   }
 }
 
@@ -400,53 +406,6 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
   });
 }
 
-// The q, k, v bias gradients ([heads * 64] f32 each), nullptr for one to skip.
-struct BiasGradPointers {
-  float* grad[kBiasOperands];
-};
-
-constexpr int kSumWarps = 8;     // warps of a sum_bias_partials_kernel block
-constexpr int kSumChunk = 128;   // sentences' partials it stages at a time
-constexpr int kSumColumns = 32;  // columns of one operand it sums, one a lane
-
-// bias.grad[o][h * 64 + c] += Σ_b p.bias_partials[b * heads + h][o][c], summed in sentence order
-// (fixed, so the bits never change), for the kSumColumns columns blockIdx.x of operand
-// o = blockIdx.y. The block's warps stage kSumChunk sentences' partials in shared memory first, so
-// that their loads are in flight together rather than one at a time along warp 0's sums.
-__global__ void __launch_bounds__(kSumWarps * 32)
-    sum_bias_partials_kernel(const Params p, const BiasGradPointers bias) {
-  constexpr int kPerWarp = kSumChunk / kSumWarps;
-  __shared__ float staged[kSumChunk][kSumColumns];
-  const int o = static_cast<int>(blockIdx.y);
-  // Selected, not indexed: an index into a kernel parameter's array copies it to local memory.
-  float* grad = o == 0 ? bias.grad[0] : (o == 1 ? bias.grad[1] : bias.grad[2]);
-  if (grad == nullptr) return;  // an operand without a bias gradient: the whole block skips it
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int column = static_cast<int>(blockIdx.x) * kSumColumns + lane;
-  const int64_t sentence_stride = static_cast<int64_t>(p.heads) * kBiasOperands * 64;
-  const float* partials =
-      p.bias_partials + (static_cast<int64_t>(column / 64) * kBiasOperands + o) * 64 + column % 64;
-  float sum = 0.0f;
-  for (int b0 = 0; b0 < p.batch; b0 += kSumChunk) {
-    const int rows = min(kSumChunk, p.batch - b0);
-    float loaded[kPerWarp];
-#pragma unroll
-    for (int i = 0; i < kPerWarp; ++i) {
-      const int r = warp + i * kSumWarps;
-      loaded[i] = r < rows ? partials[(b0 + r) * sentence_stride] : 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < kPerWarp; ++i) staged[warp + i * kSumWarps][lane] = loaded[i];
-    __syncthreads();  // the chunk is staged
-    if (warp == 0) {
-#pragma unroll 8
-      for (int r = 0; r < rows; ++r) sum += staged[r][lane];
-    }
-    __syncthreads();  // the next chunk overwrites staged
-  }
-  if (warp == 0) grad[column] += sum;
-}
-
 }  // namespace
 
 void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream) {
@@ -461,15 +420,21 @@ void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& p, cuda
 
 bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads& bias_grads,
                                  cudaStream_t stream) {
-  const BiasGradPointers bias{{static_cast<float*>(bias_grads.q.data),
-                               static_cast<float*>(bias_grads.k.data),
-                               static_cast<float*>(bias_grads.v.data)}};
-  const bool sum_biases =
-      bias.grad[0] != nullptr || bias.grad[1] != nullptr || bias.grad[2] != nullptr;
-  if (sum_biases) {
-    const size_t bytes = static_cast<size_t>(p.batch) * p.heads * kBiasOperands * 64 * 4;
-    p.bias_partials = static_cast<float*>(stream_resources(stream).scratch(bytes));
-  }
+  float* const bias[kBiasOperands] = {static_cast<float*>(bias_grads.q.data),
+                                      static_cast<float*>(bias_grads.k.data),
+                                      static_cast<float*>(bias_grads.v.data)};
+  const bool sum_biases = bias[0] != nullptr || bias[1] != nullptr || bias[2] != nullptr;
+  // The partials: [batch, 3, heads * 64] f32, in an active deferral's buffer where it has room
+  // (its second pass then waits for the flush), else in the stream's scratch.
+  const int64_t width = static_cast<int64_t>(p.heads) * 64;
+  PartialSumDeferral* deferral = sum_biases ? active_partial_sum_deferral() : nullptr;
+  float* deferred = deferral != nullptr ? deferral->take(p.batch * kBiasOperands * width) : nullptr;
+  if (sum_biases)
+    p.bias_partials =
+        deferred != nullptr
+            ? deferred
+            : static_cast<float*>(stream_resources(stream).scratch(
+                  static_cast<size_t>(p.batch) * kBiasOperands * width * sizeof(float)));
   dispatch(dtype, 64, [&](auto type_tag, auto) {
     using T = typename decltype(type_tag)::type;
     static int slots = 0;
@@ -482,9 +447,11 @@ bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads
     launch_persistent(backward_short_wgmma_kernel<T>, slots, smem, p, stream);
   });
   if (!sum_biases) return false;
-  const dim3 grid(static_cast<unsigned>(p.heads * 64 / kSumColumns), kBiasOperands);
-  sum_bias_partials_kernel<<<grid, kSumWarps * 32, 0, stream>>>(p, bias);
-  CUDA_CHECK_LAUNCH();
+  if (deferred != nullptr)
+    deferral->record({deferred, p.batch, width, kBiasOperands, {bias[0], bias[1], bias[2]}});
+  else
+    accumulate_partial_sum_triple(p.bias_partials, p.batch, width, bias[0], bias[1], bias[2],
+                                  stream);
   return true;
 }
 
