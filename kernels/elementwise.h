@@ -33,7 +33,7 @@ void dropout_forward(const Tensor& x, Tensor& y, float p, const RngKey& key);
 // layout of a saved keep mask, kernels/philox.h) is y[e] > 0, the words' bits past the last
 // element 0. After a ReLU (y = dropout(relu(z))) that is where the element was kept and passed:
 // the mask relu_dropout_backward_bias (kernels/bias_grad_tails.h) reads in place of y, 1 bit an
-// element against y's 16 or 32. y may alias x; p == 0 copies x as dropout_forward does.
+// element against y's 16 or 32. y may alias x; p == 0 gives x's values (x * 1).
 void dropout_forward_positive_bits(const Tensor& x, Tensor& y, float p, const RngKey& key,
                                    Tensor& positive_bits);
 // dx = dy * keep / (1 - p) with the same mask regenerated from key. dx may alias dy.

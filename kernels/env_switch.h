@@ -1,7 +1,7 @@
 // EnvSwitch: a process-wide on/off setting that code can set and the environment can preset.
 // Until set() decides it, the first get() reads the environment variable once: "1" turns it on,
-// "0" off, anything else (or unset) leaves the default. Used by NMT_BIAS_GRAD_EPILOGUE,
-// NMT_GEMM_AUTOTUNE (kernels/cuda/blas.h) and NMT_DECODE_GRAPHS (engine/decode/step_graphs.h).
+// "0" off, anything else (or unset) leaves the default. The engine's and the kernels' NMT_* A/B
+// switches are these (each beside the code it switches; docs/cuda.md names them).
 #pragma once
 
 #include <atomic>
@@ -23,8 +23,11 @@ class EnvSwitch {
     if (setting < 0) {
       const char* value = std::getenv(variable_);
       const std::string text = value != nullptr ? value : "";
-      setting = text == "1" ? 1 : text == "0" ? 0 : (default_on_ ? 1 : 0);
-      setting_.store(setting);
+      const int from_environment = text == "1" ? 1 : text == "0" ? 0 : (default_on_ ? 1 : 0);
+      // Only an undecided setting takes it: a set() that ran meanwhile stays.
+      int undecided = -1;
+      setting = setting_.compare_exchange_strong(undecided, from_environment) ? from_environment
+                                                                              : undecided;
     }
     return setting == 1;
   }

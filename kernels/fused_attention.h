@@ -78,8 +78,9 @@ struct AttentionBiasGrads {
 // linear_backward's db would. Only the CUDA short-sentence wgmma kernel does (q_len and kv_len
 // <= 64, head_dim 64, 16-byte aligned rows, Hopper): it sums the gradient tiles it has staged for
 // their stores, sparing the caller a second read of them, deterministically (fixed order, no
-// atomics). Elsewhere (and when every one is empty) it returns false and leaves them untouched:
-// the caller then sums the columns itself.
+// atomics). Under an active PartialSumDeferral (kernels/cuda/reduce.h) with room, those sums are
+// added at the deferral's flush, not by the time the op returns. Elsewhere (and when every one is
+// empty) it returns false and leaves them untouched: the caller then sums the columns itself.
 bool fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, const Tensor& out,
                               const Tensor& lse, const Tensor& kv_lengths, AttentionOperands& grads,
                               const AttentionShape& shape, float dropout_p, const RngKey& key,

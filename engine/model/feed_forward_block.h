@@ -40,6 +40,9 @@ class FeedForwardBlock {
   void backward(const Tensor& d_out, Tensor& d_x, Workspace& ws, DxWrite d_x_write);
   // fc2's bias gradient, [d_model] f32, for the sublayer that writes d_out to add into.
   Tensor& output_bias_grad() { return fc2_b_->grad; }
+  // Whether the last forward stored the positive bits its backward reads (instead of the hidden
+  // activations).
+  bool positive_bits_set() const { return positive_bits_set_; }
 
  private:
   ModelShape shape_;

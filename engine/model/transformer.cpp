@@ -27,7 +27,8 @@ EnvSwitch queue_weight_grads_switch("NMT_QUEUE_WEIGHT_GRADS", /*default_on=*/tru
 // self-attention's joined q | k | v and the feed-forward fc1 and fc2 ones (whose gradients need
 // buffers of their own: memory).
 EnvSwitch queue_large_weight_grads_switch("NMT_QUEUE_LARGE_WEIGHT_GRADS", /*default_on=*/true);
-// NMT_DEFER_PARTIAL_SUMS=0: each LayerNorm backward runs its second pass at once (no buffer).
+// NMT_DEFER_PARTIAL_SUMS=0: each LayerNorm backward, and the attention backward's bias sums, run
+// their second pass at once (no buffer).
 EnvSwitch defer_partial_sums_switch("NMT_DEFER_PARTIAL_SUMS", /*default_on=*/true);
 
 }  // namespace
@@ -144,7 +145,8 @@ Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_row
           "; NMT_QUEUE_LARGE_WEIGHT_GRADS=0, or NMT_QUEUE_WEIGHT_GRADS=0, plans without "
           "(some of) the weight-gradient queue's buffers, for slower steps";
     if (ln_partials_.capacity > 0)
-      message += "; NMT_DEFER_PARTIAL_SUMS=0 plans without the LayerNorms' partial-sum buffer";
+      message +=
+          "; NMT_DEFER_PARTIAL_SUMS=0 plans without the deferred second passes' partial-sum buffer";
     throw std::runtime_error(message + ")");
   }
   allocate(arena_);
@@ -168,7 +170,8 @@ void Transformer::allocate(Arena& arena) {
   src_lengths_ = arena.allocate("src_lengths", DType::i32, rows);
   tgt_lengths_ = arena.allocate("tgt_lengths", DType::i32, rows);
   step_ = arena.allocate("step", DType::i32, 2);
-  // What only a GPU's backward reads: the embeddings' row orders, the LayerNorms' partial sums.
+  // What only a GPU's backward reads: the embeddings' row orders, the deferred second passes'
+  // partial sums (the LayerNorms', the attention bias sums').
   const bool gpu_training = plan_.training && arena.device() == Device::cuda;
   if (gpu_training) row_orders_buffer_ = arena.allocate("row_orders", DType::i32, 4 * rows);
   if (gpu_training && defer_partial_sums_switch.get()) {
@@ -221,6 +224,13 @@ void Transformer::add_stage(std::vector<std::vector<const Param*>>& stages, size
 void Transformer::stage_done(size_t stage) const {
   if (!grad_ready_) return;
   for (const Param* p : stages_.at(stage)) grad_ready_(*p);
+}
+
+int64_t Transformer::ffn_blocks_with_positive_bits() const {
+  int64_t count = 0;
+  for (const auto& layer : encoder_) count += layer->ffn().positive_bits_set() ? 1 : 0;
+  for (const auto& layer : decoder_) count += layer->ffn().positive_bits_set() ? 1 : 0;
+  return count;
 }
 
 void Transformer::zero_grads() {

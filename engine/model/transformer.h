@@ -45,9 +45,11 @@ bool queue_weight_grads();
 bool queue_large_weight_grads();
 
 // Whether models built from now on hold their LayerNorms' second passes (the parameter and
-// branch-bias gradients' ordered sums, kernels/cuda/reduce.h PartialSumDeferral) back to the end
-// of a GPU backward and run them in one launch, with the same bits. Its buffer holds every
-// LayerNorm's partial sums (about 100 MiB on Transformer-base). On by default;
+// branch-bias gradients' ordered sums, kernels/cuda/reduce.h PartialSumDeferral) and the
+// short-sentence attention backward's q, k, v bias sums back to the end of a GPU backward and run
+// them in one launch, with the same bits. Its buffer holds every LayerNorm's partial sums and the
+// attention blocks' for batches of up to rows / 16 sentences (about 100 + 54 MiB on
+// Transformer-base at 8192 rows). On by default;
 // NMT_DEFER_PARTIAL_SUMS=0 or the setter turns it off (read when the model plans). Off while a
 // grad-ready hook is set.
 void set_defer_partial_sums(bool on);
@@ -108,6 +110,9 @@ class Transformer {
   // op held back to its end (0: none deferred; a step replayed from a graph leaves the count of
   // the step it was captured in).
   int64_t deferred_partial_sums() const { return ln_sums_.last_flushed(); }
+  // How many feed-forward blocks' last forward stored the positive bits their backward reads
+  // (engine/model/feed_forward_block.h ffn_positive_bits).
+  int64_t ffn_blocks_with_positive_bits() const;
   // How many weight-gradient products the last backward held back and ran together at its end
   // (engine/model/weight_grad_queue.h; 0 where the queue was off).
   int64_t queued_weight_grads() const { return dw_queue_.last_flushed(); }

@@ -39,6 +39,7 @@ class EncoderLayer {
   // The first sublayer's LayerNorm (the layer below's `next`), the last sublayer's tail.
   NormInto input_norm(int64_t rows) const { return self_attn_sub_.input_norm(rows); }
   BranchTail output_tail() { return ffn_sub_.branch_tail(ffn_.output_bias_grad()); }
+  const FeedForwardBlock& ffn() const { return ffn_; }
 
  private:
   AttentionBlock self_attn_;
@@ -74,6 +75,7 @@ class DecoderLayer {
                 bool branch_ready = false);
   NormInto input_norm(int64_t rows) const { return self_attn_sub_.input_norm(rows); }
   BranchTail output_tail() { return ffn_sub_.branch_tail(ffn_.output_bias_grad()); }
+  const FeedForwardBlock& ffn() const { return ffn_; }
   const AttentionBlock& cross_attention() const { return cross_attn_; }
 
   // Decoding (engine/decode/incremental_decoder.h drives it), dropout off. memory: [sources *

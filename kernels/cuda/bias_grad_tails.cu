@@ -235,6 +235,7 @@ void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, f
     return run_tail(op, dy, &y, dx, p, db, ReluDropoutGrad{1.0f / (1.0f - p)});
   detail::require_rank(op, "dy", dy, 2, "[rows, cols]");
   detail::require_same_shape(op, "y", y, "dy", dy);
+  detail::require_same_dtype(op, "y", y, "dy", dy);
   detail::require_mask_bits(op, "positive_bits", positive_bits, dy.dim(0), dy.dim(1),
                             {{"dx", &dx}, {"db", &db}});
   detail::require_on_gpu(op, {{"positive_bits", &positive_bits}});

@@ -18,7 +18,7 @@ void dropout_backward_bias(const Tensor& dy, Tensor& dx, float p, const RngKey& 
 // dy, y, dx: [rows, cols] T; dx may alias dy. db: [cols] f32 (+=). positive_bits: empty (y > 0 is
 // read from y), or that mask as dropout_forward_positive_bits stored it,
 // [dropout_keep_bits_words(rows, cols)] i32 apart from dx and db: read instead of y (the same
-// bits; y is checked, not read).
+// bits; y's shape and dtype are checked, its data not read).
 void relu_dropout_backward_bias(const Tensor& dy, const Tensor& y, Tensor& dx, float p, Tensor& db,
                                 const Tensor& positive_bits = Tensor());
 

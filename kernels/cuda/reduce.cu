@@ -1,7 +1,7 @@
 // Deterministic column sums. accumulate_column_sums: one launch over (column tiles, row parts)
 // whose last block per tile adds the parts in order; accumulate_partial_sum_pair / _triple: an
-// ordered sum of parts that another kernel wrote (LayerNorm's parameter gradients, and the bias
-// gradient of its dropout tail).
+// ordered sum of parts that another kernel wrote (LayerNorm's parameter gradients and the bias
+// gradient of its dropout tail; the short-sentence attention backward's q, k, v bias gradients).
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
@@ -16,10 +16,11 @@ namespace {
 // loads in flight, added in part order); then row y = 0 adds the kLanes lane sums in order. Every
 // run adds the same numbers in the same order, and a column's sum depends on that column's
 // partials alone (not on how many outputs share the partial rows, nor on kCols). partials:
-// [parts, outputs * cols], hundreds of rows (one per block of LayerNorm's grid) just written, read
-// from L2; column o * cols + c goes to output o (first, second, third) at c. Eight columns a block
-// (32-byte sectors) spread the reads over 2 * d / 8 blocks, where 32 columns left a [2, 512] pair
-// on 32 multiprocessors, each pulling 1/32 of the partials from L2.
+// [parts, outputs * cols], hundreds of rows (one per block of LayerNorm's grid, or one per
+// sentence of the attention's) just written, read from L2; column o * cols + c goes to output o
+// (first, second, third) at c. Eight columns a block (32-byte sectors) spread the reads over 2 * d
+// / 8 blocks, where 32 columns left a [2, 512] pair on 32 multiprocessors, each pulling 1/32 of the
+// partials from L2.
 constexpr int kCols = 8, kLanes = 32, kPartUnroll = 8;
 
 struct PartialSumOutputs {
@@ -68,10 +69,11 @@ __global__ void __launch_bounds__(kCols* kLanes)
 // so that indexing it by blockIdx reads the parameter in place instead of copying the whole batch
 // to each thread's local memory): grid.y picks the pass, grid.x its column blocks (the widest
 // pass's; a narrower pass's extra blocks return).
-constexpr int kMaxDeferredPerLaunch = 48;
+constexpr int kMaxDeferredPerLaunch = 64;
 struct DeferredBatch {
   DeferredPartialSum sums[kMaxDeferredPerLaunch];
 };
+static_assert(sizeof(DeferredBatch) <= 4096, "the batch fits the classic kernel parameter space");
 
 __global__ void __launch_bounds__(kCols* kLanes)
     accumulate_deferred_kernel(const __grid_constant__ DeferredBatch batch) {

@@ -42,9 +42,11 @@ struct DeferredPartialSum {
 // same order). For gradients nothing reads before the flush: a model defers its LayerNorms'
 // parameter and branch-bias gradients to the end of its backward, where about 30 launches of ~4.4
 // us each (a Transformer-base step on an H100) were each a step of the critical path. A call whose
-// partials do not fit the buffer runs its pass at once. Under a deferral those ops' "+=" outputs
-// (d_gamma, d_beta, d_branch_bias) are added at the flush, not when the op returns, and flush()
-// must run on the stream the recorded ops ran on (no events order them otherwise).
+// partials do not fit the buffer runs its pass at once (room is first come, first served: the same
+// bits either way, only the launch is on the critical path). Under a deferral those ops' "+="
+// outputs (d_gamma, d_beta, d_branch_bias; the attention's q, k, v bias gradients) are added at
+// the flush, not when the op returns, and flush() must run on the stream the recorded ops ran on
+// (no events order them otherwise).
 class PartialSumDeferral {
  public:
   PartialSumDeferral() = default;

@@ -130,4 +130,34 @@ TEST_CASE("deferred LayerNorm second passes give the immediate ops' bits",
   }
 }
 
+TEST_CASE("a flush of more passes than one launch takes gives each pass its immediate bits",
+          "[cuda][deferral]") {
+  // 150 triples recorded by hand (more than two launches' worth), each of its own width and part
+  // count, some with a null output, against accumulate_partial_sum_triple run at once.
+  constexpr int kPasses = 150;
+  std::vector<GpuTensor> partials, now, later;
+  cuda::PartialSumDeferral deferral;
+  for (int i = 0; i < kPasses; ++i) {
+    const int64_t parts = 1 + i % 37, cols = 1 + (i * 13) % 70;
+    partials.push_back(
+        upload(random_floats(parts * 3 * cols, 500 + i), {parts * 3 * cols}, DType::f32));
+    const std::vector<float> init = random_floats(3 * cols, 700 + i);
+    now.push_back(upload(init, {3 * cols}, DType::f32));
+    later.push_back(upload(init, {3 * cols}, DType::f32));
+    float* n = static_cast<float*>(now.back().view.data);
+    float* l = static_cast<float*>(later.back().view.data);
+    const bool skip_second = i % 5 == 0;
+    const auto* p = static_cast<const float*>(partials.back().view.data);
+    cuda::accumulate_partial_sum_triple(p, parts, cols, n, skip_second ? nullptr : n + cols,
+                                        n + 2 * cols, cuda::current_stream());
+    deferral.record({p, parts, cols, 3, {l, skip_second ? nullptr : l + cols, l + 2 * cols}});
+  }
+  deferral.flush(cuda::current_stream());
+  CHECK(deferral.last_flushed() == kPasses);
+  for (int i = 0; i < kPasses; ++i) {
+    INFO("pass " << i);
+    check_identical("outputs", download(later[i].view), download(now[i].view));
+  }
+}
+
 }  // namespace nmt::test

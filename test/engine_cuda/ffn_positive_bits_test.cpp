@@ -65,9 +65,14 @@ TEST_CASE(
           return out;
         };
         const StepOutcome expected = step(*from_hidden);
+        CHECK(from_hidden->ffn_blocks_with_positive_bits() == 0);
         for (nmt::Transformer* model : {from_bits.get(), graphed.get()}) {
           INFO((model == graphed.get() ? "CUDA graphs" : "op by op"));
           const StepOutcome got = step(*model);
+          // Every block's backward read the bits (op by op; a replayed graph runs no host code).
+          if (model == from_bits.get())
+            CHECK(model->ffn_blocks_with_positive_bits() ==
+                  shape.encoder_layers + shape.decoder_layers);
           CHECK(got.loss.loss == expected.loss.loss);
           CHECK(got.loss.nll == expected.loss.nll);
           CHECK(got.loss.tokens == expected.loss.tokens);
@@ -77,6 +82,7 @@ TEST_CASE(
           const nmt::Batch other = batch_of_shape(1 - shapes[i]);
           const double loss = from_hidden->evaluate(other, 0.1f).loss;
           CHECK(from_bits->evaluate(other, 0.1f).loss == loss);
+          CHECK(from_bits->ffn_blocks_with_positive_bits() == 0);  // no dropout, no bits
           CHECK(graphed->evaluate(other, 0.1f).loss == loss);
         }
       }

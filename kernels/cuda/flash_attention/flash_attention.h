@@ -12,7 +12,8 @@ namespace nmt::cuda {
 // Same contracts as nmt::fused_attention_forward / _backward; work goes on the current stream.
 // keep_bits (empty, or checked by the dispatch): the short-sentence wgmma kernels (head_dim 64)
 // store the dropout keep decisions there in forward and read them in backward. bias_grads (checked
-// by the dispatch): the short-sentence wgmma backward adds the gradients' column sums into them.
+// by the dispatch): the short-sentence wgmma backward adds the gradients' column sums into them
+// (at an active PartialSumDeferral's flush where it has room, kernels/cuda/reduce.h).
 bool fused_attention_forward(const AttentionOperands& in, const Tensor& kv_lengths, Tensor& out,
                              Tensor& lse, const AttentionShape& shape, float dropout_p,
                              const RngKey& key, const Tensor& keep_bits);
