@@ -5,15 +5,10 @@
 // mask buffers (a larger arena) and gives the loss sums and gradient bits of a model built with it
 // off, step by step, op by op and replayed from CUDA graphs, with evaluations (no dropout, so no
 // mask stored) between the training steps.
-#include <cstdint>
-#include <cstring>
 #include <memory>
-#include <vector>
 
-#include "data/batch.h"
 #include "engine/model/sublayer.h"
 #include "engine/model/transformer.h"
-#include "kernels/elementwise.h"
 #include "test/engine_cuda/step_test_util.h"
 #include "test/support/catch.h"
 
@@ -25,9 +20,6 @@ nmt::ModelShape shape_for(nmt::DType dtype, bool pre_norm) {
   return nmt::test::dropout_step_shape(dtype, pre_norm, 2);
 }
 
-using nmt::test::batch_of_shape;
-using nmt::test::bits_of;
-
 // A model planned with the switch at `keep_bits` (a model reads it once, in its constructor); the
 // switch is set back afterwards.
 std::unique_ptr<nmt::Transformer> model_with(const nmt::ModelShape& shape, bool keep_bits) {
@@ -38,11 +30,6 @@ std::unique_ptr<nmt::Transformer> model_with(const nmt::ModelShape& shape, bool 
   model->params().initialize(13);
   return model;
 }
-
-struct StepOutcome {
-  nmt::LossSums loss;
-  std::vector<uint32_t> grads;
-};
 
 }  // namespace
 
@@ -58,35 +45,8 @@ TEST_CASE("the LayerNorm tails' saved dropout mask gives the drawn mask's gradie
       INFO(nmt::dtype_name(dtype) << (pre_norm ? " pre-norm" : " post-norm"));
       // The switch planned the mask buffers (one a sublayer).
       CHECK(saved->arena_bytes() > drawn->arena_bytes());
-      // Shapes A B A B A A: the graphed model runs A's first step op by op, captures its second,
-      // replays the later ones. An evaluation between steps stores no mask.
-      const int shapes[] = {0, 1, 0, 1, 0, 0};
-      for (int i = 0; i < 6; ++i) {
-        INFO("step " << i);
-        const nmt::Batch batch = batch_of_shape(shapes[i]);
-        const nmt::StepContext ctx{5, static_cast<uint64_t>(40 + i), true};
-        const auto step = [&](nmt::Transformer& model) {
-          model.zero_grads();
-          StepOutcome out{model.forward_backward(batch, ctx, 0.1f, loss_scale), {}};
-          out.grads = bits_of(model.params().grads());
-          return out;
-        };
-        const StepOutcome expected = step(*drawn);
-        for (nmt::Transformer* model : {saved.get(), graphed.get()}) {
-          INFO((model == graphed.get() ? "CUDA graphs" : "op by op"));
-          const StepOutcome got = step(*model);
-          CHECK(got.loss.loss == expected.loss.loss);
-          CHECK(got.loss.nll == expected.loss.nll);
-          CHECK(got.loss.tokens == expected.loss.tokens);
-          CHECK(got.grads == expected.grads);
-        }
-        if (i % 2 == 1) {
-          const nmt::Batch other = batch_of_shape(1 - shapes[i]);
-          const double loss = drawn->evaluate(other, 0.1f).loss;
-          CHECK(saved->evaluate(other, 0.1f).loss == loss);
-          CHECK(graphed->evaluate(other, 0.1f).loss == loss);
-        }
-      }
+      // An evaluation between steps stores no mask.
+      nmt::test::check_steps_match(*drawn, {saved.get(), graphed.get()}, 5, 40, loss_scale);
       const nmt::TrainGraphStats* stats = graphed->train_graph_stats();
       REQUIRE(stats != nullptr);
       INFO("graphs given up: " << stats->failure);

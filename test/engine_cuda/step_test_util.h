@@ -1,9 +1,12 @@
 // What the GPU training-step suites share: a small model with dropout everywhere, two small batch
-// shapes to interleave, and a tensor's values as bits (for comparing gradients exactly).
+// shapes to interleave, a tensor's values as bits (for comparing gradients exactly), and steps of
+// models that must give a reference model's bits.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "engine/model/transformer.h"
 #include "kernels/elementwise.h"
 #include "kernels/tensor.h"
+#include "test/support/catch.h"
 
 namespace nmt::test {
 
@@ -56,6 +60,53 @@ inline std::vector<uint32_t> bits_of(const Tensor& t) {
   std::vector<uint32_t> bits(values.size());
   std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
   return bits;
+}
+
+// Training steps over the shapes A B A B A A (batch_of_shape) on `reference` and on each of
+// `models`, from zeroed gradients, with step numbers first_step, first_step + 1, ...: every model's
+// loss sums and gradient bits must be the reference's (Catch2 CHECKs). After every second step each
+// model evaluates the other shape (no dropout) and must give the reference's loss. A model with
+// CUDA graphs on runs A's first step op by op, captures its second and replays the later ones
+// (4 replays). after_step(model, reference), where given, runs after each model's step and
+// evaluation (a suite's own checks).
+inline void check_steps_match(
+    Transformer& reference, std::initializer_list<Transformer*> models, uint64_t seed,
+    uint64_t first_step, float loss_scale,
+    const std::function<void(Transformer&, Transformer&, bool evaluated)>& after_step = {}) {
+  const int shapes[] = {0, 1, 0, 1, 0, 0};
+  for (int i = 0; i < 6; ++i) {
+    INFO("step " << i);
+    const Batch batch = batch_of_shape(shapes[i]);
+    const StepContext ctx{seed, first_step + static_cast<uint64_t>(i), true};
+    struct Outcome {
+      LossSums loss;
+      std::vector<uint32_t> grads;
+    };
+    const auto step = [&](Transformer& model) {
+      model.zero_grads();
+      Outcome out{model.forward_backward(batch, ctx, 0.1f, loss_scale), {}};
+      out.grads = bits_of(model.params().grads());
+      return out;
+    };
+    const Outcome expected = step(reference);
+    for (Transformer* model : models) {
+      INFO((model->train_graph_stats() != nullptr ? "CUDA graphs" : "op by op"));
+      const Outcome got = step(*model);
+      if (after_step) after_step(*model, reference, false);
+      CHECK(got.loss.loss == expected.loss.loss);
+      CHECK(got.loss.nll == expected.loss.nll);
+      CHECK(got.loss.tokens == expected.loss.tokens);
+      CHECK(got.grads == expected.grads);
+    }
+    if (i % 2 == 1) {
+      const Batch other = batch_of_shape(1 - shapes[i]);
+      const double loss = reference.evaluate(other, 0.1f).loss;
+      for (Transformer* model : models) {
+        CHECK(model->evaluate(other, 0.1f).loss == loss);
+        if (after_step) after_step(*model, reference, true);
+      }
+    }
+  }
 }
 
 // The parameters whose gradients differ in any bit between two models of one shape.
