@@ -47,10 +47,11 @@ void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& 
   p_ = ctx.training ? shape_.relu_dropout : 0.0f;
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
   linear_relu_forward(x, fc1_w_->compute, fc1_b_->compute, h);  // ReLU in the GEMM epilogue
-  positive_bits_set_ = p_ > 0 && positive_bits_.capacity > 0;
-  if (positive_bits_set_) {
-    Tensor bits = positive_bits_.view({dropout_keep_bits_words(rows, shape_.ffn_dim)});
-    dropout_forward_positive_bits(h, h, p_, key_, bits);
+  written_bits_ = p_ > 0 && positive_bits_.capacity > 0
+                      ? positive_bits_.view({dropout_keep_bits_words(rows, shape_.ffn_dim)})
+                      : Tensor();
+  if (!written_bits_.empty()) {
+    dropout_forward_positive_bits(h, h, p_, key_, written_bits_);
   } else if (p_ > 0) {
     dropout_forward(h, h, p_, key_);
   }
@@ -72,10 +73,7 @@ void FeedForwardBlock::backward(const Tensor& d_out, Tensor& d_x, Workspace& ws,
   // relu passed it, so one pass over dh applies both masks (and 1 / (1 - p)), no mask redrawn,
   // reading that mask from the forward's bits where it kept them, else from h. The same pass adds
   // fc1's bias gradient (dh's column sums) instead of a second read of dh.
-  const Tensor bits = positive_bits_set_
-                          ? positive_bits_.view({dropout_keep_bits_words(rows, shape_.ffn_dim)})
-                          : Tensor();
-  relu_dropout_backward_bias(dh, h, dh, p_, fc1_b_->grad, bits);
+  relu_dropout_backward_bias(dh, h, dh, p_, fc1_b_->grad, written_bits_);
   linear_backward(dh, x_, fc1_w_->compute, d_x, fc1_dw, no_bias, d_x_write);
   if (queue != nullptr) queue->push({dh, x_, fc1_w_->grad});
 }

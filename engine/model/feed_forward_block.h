@@ -42,7 +42,7 @@ class FeedForwardBlock {
   Tensor& output_bias_grad() { return fc2_b_->grad; }
   // Whether the last forward stored the positive bits its backward reads (instead of the hidden
   // activations).
-  bool positive_bits_set() const { return positive_bits_set_; }
+  bool positive_bits_set() const { return !written_bits_.empty(); }
 
  private:
   ModelShape shape_;
@@ -51,9 +51,10 @@ class FeedForwardBlock {
   Buffer hidden_;  // [max_rows, ffn_dim]: relu(fc1(x)) after dropout
   Buffer d_hidden_;  // [max_rows, ffn_dim]: fc1's output gradient, where planned (own_hidden_grad)
   // [dropout_keep_bits_words(max_rows, ffn_dim)] i32: where hidden_ > 0, on the GPU with relu
-  // dropout (ffn_positive_bits); positive_bits_set_ says whether the last forward wrote them.
+  // dropout (ffn_positive_bits); written_bits_ is the view of them the last forward wrote (empty
+  // where it wrote none), which backward reads.
   Buffer positive_bits_;
-  bool positive_bits_set_ = false;
+  Tensor written_bits_;
   Tensor x_;
   RngKey key_;
   float p_ = 0;

@@ -144,14 +144,14 @@ Transformer::Transformer(const ModelShape& shape, Device device, int64_t max_row
       message +=
           "; NMT_QUEUE_LARGE_WEIGHT_GRADS=0, or NMT_QUEUE_WEIGHT_GRADS=0, plans without "
           "(some of) the weight-gradient queue's buffers, for slower steps";
-    if (ln_partials_.capacity > 0)
+    if (deferred_partials_.capacity > 0)
       message +=
           "; NMT_DEFER_PARTIAL_SUMS=0 plans without the deferred second passes' partial-sum buffer";
     throw std::runtime_error(message + ")");
   }
   allocate(arena_);
-  ln_sums_ =
-      cuda::PartialSumDeferral(static_cast<float*>(ln_partials_.data), ln_partials_.capacity);
+  deferred_sums_ = cuda::PartialSumDeferral(static_cast<float*>(deferred_partials_.data),
+                                            deferred_partials_.capacity);
   // A stage reports its parameters from the end of its layout span to its start (the layout
   // reverses registration, and joined groups sit together): buckets then fill front to back.
   for (auto& stage : stages_)
@@ -183,7 +183,7 @@ void Transformer::allocate(Arena& arena) {
         2 * shape_.encoder_layers + 3 * shape_.decoder_layers + (shape_.pre_norm ? 2 : 0);
     const int64_t attentions = shape_.encoder_layers + 2 * shape_.decoder_layers;
     const int64_t sentences = std::max<int64_t>(1, rows / 16);
-    ln_partials_ = arena.allocate(
+    deferred_partials_ = arena.allocate(
         "deferred_partials", DType::f32,
         norms * cuda::layernorm_backward_partial_floats(rows, d, act) +
             attentions * attention_bias_partial_floats(shape_, arena.device(), sentences));
@@ -377,10 +377,11 @@ void Transformer::backward(Tensor& d_dec) {
   // unless the exchange takes each layer's gradients as backward finishes them.
   dw_queue_.clear();
   dw_queue_.set_enabled(queue_planned_ && !grad_ready_);
-  ln_sums_.clear();
-  const bool defer_sums = ln_partials_.capacity > 0 && !grad_ready_;
+  deferred_sums_.clear();
+  const bool defer_sums = deferred_partials_.capacity > 0 && !grad_ready_;
   // Active from here to the flush below (reset there), so no LayerNorm after it is recorded.
-  std::optional<cuda::DeferPartialSums> deferring(std::in_place, defer_sums ? &ln_sums_ : nullptr);
+  std::optional<cuda::DeferPartialSums> deferring(std::in_place,
+                                                  defer_sums ? &deferred_sums_ : nullptr);
   ws_.dw_queue = &dw_queue_;
   size_t stage = 0;     // the stages of the constructor, in backward order
   stage_done(stage++);  // a separate output projection (its gradient came from the logits)
@@ -424,7 +425,7 @@ void Transformer::backward(Tensor& d_dec) {
   }
   dw_queue_.flush();  // (on only without a hook, so no stage above reported a queued gradient)
   // Every LayerNorm's second pass (none recorded, and nothing launched, when not deferring).
-  ln_sums_.flush(defer_sums ? cuda::current_stream() : nullptr);
+  deferred_sums_.flush(defer_sums ? cuda::current_stream() : nullptr);
   deferring.reset();
   embed_backward(src_ids_.view({s_rows}), d_enc, *src_embed_,
                  EmbeddingDropout{embed_p_, src_embed_key_}, false);

@@ -109,7 +109,7 @@ class Transformer {
   // How many second passes (the LayerNorms', the attention bias sums') the last backward run op by
   // op held back to its end (0: none deferred; a step replayed from a graph leaves the count of
   // the step it was captured in).
-  int64_t deferred_partial_sums() const { return ln_sums_.last_flushed(); }
+  int64_t deferred_partial_sums() const { return deferred_sums_.last_flushed(); }
   // How many feed-forward blocks' last forward stored the positive bits their backward reads
   // (engine/model/feed_forward_block.h ffn_positive_bits).
   int64_t ffn_blocks_with_positive_bits() const;
@@ -214,10 +214,10 @@ class Transformer {
   WeightGradQueue dw_queue_;
   bool queue_planned_ = false;
   // The LayerNorms' and the attention bias sums' second passes held back to the end of backward
-  // (set_defer_partial_sums), with their partial sums in ln_partials_ (planned for a CUDA
+  // (set_defer_partial_sums), with their partial sums in deferred_partials_ (planned for a CUDA
   // training model only).
-  Buffer ln_partials_;
-  cuda::PartialSumDeferral ln_sums_;
+  Buffer deferred_partials_;
+  cuda::PartialSumDeferral deferred_sums_;
   // Inputs: [rows] i32 ids, [batch] i32 lengths.
   Buffer src_ids_, tgt_in_, tgt_out_, src_lengths_, tgt_lengths_;
   Buffer step_;       // [2] i32: the step as a u64 (StepContext::step_on_device)

@@ -557,28 +557,16 @@ bool launch_backward(const char* op, const Tensor& dy, const Tensor& x, const Te
         constexpr int kSums =
             kDropoutBias ? 3 : 2;  // partial rows: d_gamma, d_beta[, d_branch_bias]
         const int64_t blocks = backward_row_blocks<T, kVec, kChunks>(rows);
-        // The partials go to an active deferral's buffer where it has room (the second pass then
-        // waits for its flush), else to the stream's scratch.
-        PartialSumDeferral* deferral = active_partial_sum_deferral();
-        float* partials = deferral ? deferral->take(blocks * kSums * d) : nullptr;
-        const bool deferred = partials != nullptr;
-        if (!deferred)
-          partials = static_cast<float*>(
-              resources.scratch(static_cast<size_t>(blocks * kSums * d) * sizeof(float)));
+        // The second pass waits for an active deferral's flush where it has room (reduce.h).
+        PartialSumPass pass(blocks, d, kSums, stream);
         const auto kernel = backward_rows_kernel<T, kVec, kChunks, TAIL>();
         constexpr size_t kSharedBytes = backward_rows_shared_bytes<T, kVec, kChunks, TAIL>();
         kernel<<<static_cast<unsigned>(blocks), kRowThreads, kSharedBytes, stream>>>(
-            dyp, xp, gp, mp, rp, residualp, dxp, dropout, partials, rows, static_cast<int>(d));
+            dyp, xp, gp, mp, rp, residualp, dxp, dropout, pass.partials(), rows,
+            static_cast<int>(d));
         CUDA_CHECK_LAUNCH();
-        float* branch_bias_out =
-            kDropoutBias ? static_cast<float*>(tail.d_branch_bias.data) : nullptr;
-        if (deferred)
-          deferral->record({partials, blocks, d, kSums, {dgamma_out, dbeta_out, branch_bias_out}});
-        else if constexpr (kDropoutBias)
-          accumulate_partial_sum_triple(partials, blocks, d, dgamma_out, dbeta_out, branch_bias_out,
-                                        stream);
-        else
-          accumulate_partial_sum_pair(partials, blocks, d, dgamma_out, dbeta_out, stream);
+        pass.finish(dgamma_out, dbeta_out,
+                    kDropoutBias ? static_cast<float*>(tail.d_branch_bias.data) : nullptr);
       }
     });
     if (done) return;

@@ -8,6 +8,7 @@
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/scratch.h"
 
 namespace nmt::cuda {
 namespace {
@@ -191,6 +192,29 @@ void PartialSumDeferral::flush(cudaStream_t stream) {
 void PartialSumDeferral::clear() {
   recorded_.clear();
   used_ = 0;
+}
+
+PartialSumPass::PartialSumPass(int64_t parts, int64_t cols, int outputs, cudaStream_t stream)
+    : deferral_(active_partial_sum_deferral()),
+      partials_(nullptr),
+      parts_(parts),
+      cols_(cols),
+      outputs_(outputs),
+      stream_(stream) {
+  const int64_t floats = parts * outputs * cols;
+  if (deferral_ != nullptr) partials_ = deferral_->take(floats);
+  if (partials_ == nullptr) {
+    deferral_ = nullptr;
+    partials_ = static_cast<float*>(
+        stream_resources(stream).scratch(static_cast<size_t>(floats) * sizeof(float)));
+  }
+}
+
+void PartialSumPass::finish(float* first, float* second, float* third) {
+  if (deferral_ != nullptr)
+    deferral_->record({partials_, parts_, cols_, outputs_, {first, second, third}});
+  else
+    accumulate_partial_sums(partials_, parts_, cols_, {first, second, third}, outputs_, stream_);
 }
 
 PartialSumDeferral* active_partial_sum_deferral() {

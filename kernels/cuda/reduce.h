@@ -36,17 +36,17 @@ struct DeferredPartialSum {
 // Second passes held back to one launch. While a deferral is active on the calling thread
 // (DeferPartialSums), the LayerNorm backward ops (kernels/cuda/layernorm.h) and the short-sentence
 // fused attention backward's bias sums (kernels/fused_attention.h) write their partial sums into
-// its buffer instead of the stream's scratch and record their second pass instead of launching it;
-// flush() then runs every recorded pass in as few launches as the kernel's parameter space allows,
-// each with the bits it gives alone (a column's sum depends on its own partials only, added in the
-// same order). For gradients nothing reads before the flush: a model defers its LayerNorms'
-// parameter and branch-bias gradients to the end of its backward, where about 30 launches of ~4.4
-// us each (a Transformer-base step on an H100) were each a step of the critical path. A call whose
-// partials do not fit the buffer runs its pass at once (room is first come, first served: the same
-// bits either way, only the launch is on the critical path). Under a deferral those ops' "+="
-// outputs (d_gamma, d_beta, d_branch_bias; the attention's q, k, v bias gradients) are added at
-// the flush, not when the op returns, and flush() must run on the stream the recorded ops ran on
-// (no events order them otherwise).
+// its buffer instead of the stream's scratch and record their second pass instead of launching it
+// (each through a PartialSumPass, below); flush() then runs every recorded pass in as few launches
+// as the kernel's parameter space allows, each with the bits it gives alone (a column's sum depends
+// on its own partials only, added in the same order). For gradients nothing reads before the flush:
+// a model defers its LayerNorms' parameter and branch-bias gradients to the end of its backward,
+// where about 30 launches of ~4.4 us each (a Transformer-base step on an H100) were each a step of
+// the critical path. A call whose partials do not fit the buffer runs its pass at once (room is
+// first come, first served: the same bits either way, only the launch is on the critical path).
+// Under a deferral those ops' "+=" outputs (d_gamma, d_beta, d_branch_bias; the attention's q, k, v
+// bias gradients) are added at the flush, not when the op returns, and flush() must run on the
+// stream the recorded ops ran on (no events order them otherwise).
 class PartialSumDeferral {
  public:
   PartialSumDeferral() = default;
@@ -74,6 +74,25 @@ class PartialSumDeferral {
 
 // The deferral active on this thread, or null.
 PartialSumDeferral* active_partial_sum_deferral();
+
+// One op's second pass, deferred or not: the [parts, outputs * cols] f32 partials (outputs 2 or 3)
+// its kernel writes go to the active deferral's buffer where it has room, else to `stream`'s
+// scratch; finish(), once that kernel is enqueued, records the pass for the deferral's flush or
+// runs it at once on `stream` (out[o][c] += the column sums, as the pair or the triple adds; a null
+// output takes nothing). The same bits either way.
+class PartialSumPass {
+ public:
+  PartialSumPass(int64_t parts, int64_t cols, int outputs, cudaStream_t stream);
+  float* partials() const { return partials_; }
+  void finish(float* first, float* second, float* third);
+
+ private:
+  PartialSumDeferral* deferral_;  // null: the pass runs at once
+  float* partials_;
+  int64_t parts_, cols_;
+  int outputs_;
+  cudaStream_t stream_;
+};
 
 // Makes `deferral` (or none, with null) the active one for its lifetime, then restores the one
 // before. It does not flush.

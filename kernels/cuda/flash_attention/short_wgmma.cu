@@ -11,12 +11,13 @@
 // for their stores (one partial sum per item and column), and an ordered second pass
 // (kernels/cuda/reduce.h) adds the sentences' partials to the bias gradients: at once, or at the
 // flush of an active PartialSumDeferral (the same bits either way).
+#include <optional>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/flash_attention/common.cuh"
 #include "kernels/cuda/flash_attention/launch.cuh"
 #include "kernels/cuda/flash_attention/traits_short_wgmma.h"
 #include "kernels/cuda/reduce.h"
-#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace nmt::cuda::flash {
@@ -424,17 +425,13 @@ bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads
                                       static_cast<float*>(bias_grads.k.data),
                                       static_cast<float*>(bias_grads.v.data)};
   const bool sum_biases = bias[0] != nullptr || bias[1] != nullptr || bias[2] != nullptr;
-  // The partials: [batch, 3, heads * 64] f32, in an active deferral's buffer where it has room
-  // (its second pass then waits for the flush), else in the stream's scratch.
-  const int64_t width = static_cast<int64_t>(p.heads) * 64;
-  PartialSumDeferral* deferral = sum_biases ? active_partial_sum_deferral() : nullptr;
-  float* deferred = deferral != nullptr ? deferral->take(p.batch * kBiasOperands * width) : nullptr;
-  if (sum_biases)
-    p.bias_partials =
-        deferred != nullptr
-            ? deferred
-            : static_cast<float*>(stream_resources(stream).scratch(
-                  static_cast<size_t>(p.batch) * kBiasOperands * width * sizeof(float)));
+  // The partials: [batch, 3, heads * 64] f32; their second pass waits for an active deferral's
+  // flush where it has room (kernels/cuda/reduce.h).
+  std::optional<PartialSumPass> bias_pass;
+  if (sum_biases) {
+    bias_pass.emplace(p.batch, static_cast<int64_t>(p.heads) * 64, kBiasOperands, stream);
+    p.bias_partials = bias_pass->partials();
+  }
   dispatch(dtype, 64, [&](auto type_tag, auto) {
     using T = typename decltype(type_tag)::type;
     static int slots = 0;
@@ -447,11 +444,7 @@ bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads
     launch_persistent(backward_short_wgmma_kernel<T>, slots, smem, p, stream);
   });
   if (!sum_biases) return false;
-  if (deferred != nullptr)
-    deferral->record({deferred, p.batch, width, kBiasOperands, {bias[0], bias[1], bias[2]}});
-  else
-    accumulate_partial_sum_triple(p.bias_partials, p.batch, width, bias[0], bias[1], bias[2],
-                                  stream);
+  bias_pass->finish(bias[0], bias[1], bias[2]);
   return true;
 }
 
