@@ -450,16 +450,21 @@ TEST_CASE("cuda fused attention keeps the dropout mask for backward: the same bi
       check_identical("dv", kept.dv, drawn.dv);
       if (!kept.kept_bits) continue;
       // Bit s % 32 of word 2 * row + s / 32 is dropout_keep of element (row, s), row = (b * heads
-      // + h) * q_len + t, for every visible position (keys past kv_len are never read).
-      size_t wrong = 0;
+      // + h) * q_len + t, for every visible position; keys past kv_len are not drawn: 0.
+      size_t wrong = 0, set_past_kv_len = 0;
       for (int64_t row = 0; row < s.batch * s.heads * s.q_len; ++row)
-        for (int64_t key = 0; key < s.kv_len; ++key) {
+        for (int64_t key = 0; key < 64; ++key) {
           const bool bit = (kept.bits[static_cast<size_t>(row * 2 + key / 32)] >> (key % 32)) & 1u;
+          if (key >= s.kv_len) {
+            set_past_kv_len += bit ? 1 : 0;
+            continue;
+          }
           const bool expected =
               dropout_keep(kKey, static_cast<uint64_t>(row * s.kv_len + key), bc.p);
           wrong += bit != expected ? 1 : 0;
         }
       CHECK(wrong == 0);
+      CHECK(set_past_kv_len == 0);
       // The backward reads them: with every bit zeroed it drops every probability, so dV is 0
       // (and the drawn run's dV is not, but for the few-element shapes, where dropout may drop
       // every visible probability).

@@ -386,14 +386,19 @@ __device__ __forceinline__ void zero_rows(T* gmem, int64_t stride, int rows) {
 // over those threads must follow before use. Where every row starts at a multiple of 8 (first and
 // row_step multiples of 8: kv_len % 8 == 0), a row is 8 whole blocks and each block's 8 bytes go
 // out in one store; otherwise a row may straddle 9 blocks and each byte is tested for its row.
-__device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& key, float p,
-                                                  uint64_t first, uint64_t row_step, int thread) {
+// `rows` and `cols` (at most kTile) bound what is drawn: the first `rows` rows, and in them the
+// columns up to `cols` rounded up to a block of 8 (the short kernels' q_len x kv_len of a
+// sentence); the rest of the tile keeps what it held, so only entries a caller masks out may lie
+// there.
+__device__ __forceinline__ void fill_dropout_part(uint8_t* keep, const RngKey& key, float p,
+                                                  uint64_t first, uint64_t row_step, int thread,
+                                                  int rows, int cols) {
   constexpr int kE = kDropoutBlockElements;
   static_assert(kTile % kE == 0 && kMaskStride % 8 == 0, "whole blocks, 8-byte aligned rows");
   if (first % kE == 0 && row_step % kE == 0) {
-    constexpr int kBlocksPerRow = kTile / kE;
-    for (int w = thread; w < kTile * kBlocksPerRow; w += kThreads) {
-      const int r = w / kBlocksPerRow, c = w % kBlocksPerRow;
+    const int blocks_per_row = (cols + kE - 1) / kE;
+    for (int w = thread; w < rows * blocks_per_row; w += kThreads) {
+      const int r = w / blocks_per_row, c = w % blocks_per_row;
       const Philox4 draw = philox_block(key, (first + r * row_step) / kE + c);
       uint32_t bytes[2];
 #pragma unroll
@@ -410,17 +415,17 @@ __device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& k
     }
     return;
   }
-  constexpr int kBlocksPerRow = kTile / kE + 1;  // a row of 64 may straddle 9 blocks of 8
-  for (int w = thread; w < kTile * kBlocksPerRow; w += kThreads) {
-    const int r = w / kBlocksPerRow;
+  const int blocks_per_row = (cols + kE - 1) / kE + 1;  // a row of cols may straddle one more
+  for (int w = thread; w < rows * blocks_per_row; w += kThreads) {
+    const int r = w / blocks_per_row;
     const uint64_t row_first = first + r * row_step;
-    const uint64_t block = row_first / kE + w % kBlocksPerRow;
-    if (block * kE >= row_first + kTile) continue;
+    const uint64_t block = row_first / kE + w % blocks_per_row;
+    if (block * kE >= row_first + cols) continue;
     const Philox4 draw = philox_block(key, block);
 #pragma unroll
     for (int j = 0; j < kE; ++j) {
       const uint64_t e = block * kE + j;
-      if (e >= row_first && e < row_first + kTile)
+      if (e >= row_first && e < row_first + cols)
         keep[r * kMaskStride + static_cast<int>(e - row_first)] =
             dropout_half_uniform(draw.v[j / 2], j % 2) >= p;
     }
@@ -429,8 +434,12 @@ __device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& k
 
 // The same, filled by the kThreads threads of the block.
 __device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& key, float p,
+                                                  uint64_t first, uint64_t row_step, int thread) {
+  fill_dropout_part(keep, key, p, first, row_step, thread, kTile, kTile);
+}
+__device__ __forceinline__ void fill_dropout_tile(uint8_t* keep, const RngKey& key, float p,
                                                   uint64_t first, uint64_t row_step) {
-  fill_dropout_tile(keep, key, p, first, row_step, static_cast<int>(threadIdx.x));
+  fill_dropout_part(keep, key, p, first, row_step, static_cast<int>(threadIdx.x), kTile, kTile);
 }
 
 }  // namespace nmt::cuda::flash
