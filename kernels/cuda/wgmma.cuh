@@ -189,13 +189,13 @@ __device__ __forceinline__ void mma_rs(float (&d)[8][4], const uint32_t (&a)[4],
 #undef NMT_WGMMA_D32
 #undef NMT_WGMMA_D_OPERANDS
 
-// Copies rows [0, valid_rows) of a [64, D] tile (global rows `stride` elements apart, 16-byte
-// aligned) into D / 64 swizzled blocks with cp.async and zeroes the rest; kThreads threads, this
-// one `thread`, each a fixed set of chunks (the trip count known at compile time). Complete after
-// cp.async.wait, fence_async_proxy and a barrier.
-template <typename T, int D, int kThreads>
-__device__ __forceinline__ void load_swizzled(T* blocks, const T* gmem, int64_t stride,
-                                              int valid_rows, int thread) {
+// Copies the rows of a [64, D] tile that row_valid(row) picks (global rows `stride` elements
+// apart, 16-byte aligned) into D / 64 swizzled blocks with cp.async and zeroes the others;
+// kThreads threads, this one `thread`, each a fixed set of chunks (the trip count known at compile
+// time). Complete after cp.async.wait, fence_async_proxy and a barrier.
+template <typename T, int D, int kThreads, typename RowValid>
+__device__ __forceinline__ void load_swizzled_rows(T* blocks, const T* gmem, int64_t stride,
+                                                   RowValid&& row_valid, int thread) {
   constexpr int kChunksPerRow = D / 8, kRowsPerPass = kThreads / kChunksPerRow;
   static_assert(kThreads % kChunksPerRow == 0 && kBlockRows % kRowsPerPass == 0);
   const int row0 = thread / kChunksPerRow, col = (thread % kChunksPerRow) * 8;
@@ -203,10 +203,18 @@ __device__ __forceinline__ void load_swizzled(T* blocks, const T* gmem, int64_t 
 #pragma unroll
   for (int i = 0; i < kBlockRows / kRowsPerPass; ++i) {
     const int row = row0 + i * kRowsPerPass;
-    const bool valid = row < valid_rows;
+    const bool valid = row_valid(row);
     cp_async16(column + swizzled_offset(row, col % kBlockCols),
                valid ? gmem + row * stride + col : gmem, valid);
   }
+}
+
+// The rows [0, valid_rows).
+template <typename T, int D, int kThreads>
+__device__ __forceinline__ void load_swizzled(T* blocks, const T* gmem, int64_t stride,
+                                              int valid_rows, int thread) {
+  load_swizzled_rows<T, D, kThreads>(
+      blocks, gmem, stride, [valid_rows](int row) { return row < valid_rows; }, thread);
 }
 
 // Accumulator chunks acc[j] (columns 8j.., times factor) of the calling warp's 16 rows (16w + g,

@@ -16,6 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/flash_attention/flash_attention.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/fused_attention.h"
@@ -75,8 +76,29 @@ std::vector<Case> cases() {
       // dropout (fused qkv) and with it (fused kv).
       {shape(1, 300, 300, 2, 128, true), {280}},
       {shape(2, 200, 200, 1, 128, true), {200, 150}},
+      // Short enough for several sentences an item (short_pack.cuh): 2 of 32 tokens, causal; 2
+      // of 16 queries and 24 keys with a last item of one; 4 of 13 (rows not at multiples of 8)
+      // with a short last item; 8 of 8 queries and 5 keys at head_dim 128 (forward packed).
+      {shape(40, 32, 32, 4, 64, true), ragged(40, 32)},
+      {shape(37, 16, 24, 3, 64, false), ragged(37, 24)},
+      {shape(19, 13, 13, 2, 64, true), ragged(19, 13)},
+      {shape(9, 8, 5, 2, 128, false), ragged(9, 5)},
   };
 }
+
+// The cases above that the short kernels pack (q_len and kv_len at most 32).
+std::vector<Case> packed_cases() {
+  std::vector<Case> packed;
+  for (const Case& c : cases())
+    if (c.shape.q_len <= 32 && c.shape.kv_len <= 32 && c.shape.batch > 1) packed.push_back(c);
+  return packed;
+}
+
+// Sets the packing switch for a test case and restores it after.
+struct PackSwitchGuard {
+  bool was = cuda::attention_pack();
+  ~PackSwitchGuard() { cuda::set_attention_pack(was); }
+};
 
 enum class Layout { fused_kv, fused_qkv, unaligned };
 
@@ -382,30 +404,35 @@ TEST_CASE("cuda fused attention matches the CPU reference within the unfused ker
 
 TEST_CASE("cuda fused attention never reads padded keys, and backward is deterministic",
           "[cuda][fused_attention]") {
-  const Case c{{2, 70, 130, 2, 64, false}, {130, 61}};
-  const AttentionShape& s = c.shape;
-  const DType dtype = DType::bf16;
-  const Dense in = random_inputs(s, 77, dtype);
-  Dense poisoned = in;
-  const int64_t width = s.heads * s.head_dim;
-  for (int64_t key = c.lengths[1]; key < s.kv_len; ++key)  // sentence 1's padding rows
-    for (int64_t d = 0; d < width; ++d) {
-      poisoned.k[(s.kv_len + key) * width + d] = NAN;
-      poisoned.v[(s.kv_len + key) * width + d] = NAN;
+  // Long sentences, and short ones that share items (short_pack.cuh).
+  for (const Case& c : {Case{{2, 70, 130, 2, 64, false}, {130, 61}},
+                        Case{{6, 16, 16, 2, 64, false}, {16, 9, 0, 16, 3, 11}}}) {
+    const AttentionShape& s = c.shape;
+    INFO("batch " << s.batch << " q_len " << s.q_len << " kv_len " << s.kv_len);
+    const DType dtype = DType::bf16;
+    const Dense in = random_inputs(s, 77, dtype);
+    Dense poisoned = in;
+    const int64_t width = s.heads * s.head_dim;
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t key = c.lengths[b]; key < s.kv_len; ++key)  // every sentence's padding rows
+        for (int64_t d = 0; d < width; ++d) {
+          poisoned.k[(b * s.kv_len + key) * width + d] = NAN;
+          poisoned.v[(b * s.kv_len + key) * width + d] = NAN;
+        }
+    const std::vector<float> d_out = rounded(random_floats(s.batch * s.q_len * width, 78), dtype);
+    for (Layout layout : {Layout::fused_kv, Layout::unaligned}) {
+      INFO("layout " << layout_name(layout));
+      const FusedResult clean = run_fused(in, d_out, c, dtype, 0.1f, layout);
+      const FusedResult dirty = run_fused(poisoned, d_out, c, dtype, 0.1f, layout);
+      const FusedResult again = run_fused(in, d_out, c, dtype, 0.1f, layout);
+      check_identical("out", clean.out, dirty.out);
+      check_identical("dq", clean.dq, dirty.dq);
+      check_identical("dk", clean.dk, dirty.dk);  // padded keys: zero gradients either way
+      check_identical("dv", clean.dv, dirty.dv);
+      check_identical("dq twice", clean.dq, again.dq);
+      check_identical("dk twice", clean.dk, again.dk);
+      check_identical("dv twice", clean.dv, again.dv);
     }
-  const std::vector<float> d_out = rounded(random_floats(s.batch * s.q_len * width, 78), dtype);
-  for (Layout layout : {Layout::fused_kv, Layout::unaligned}) {
-    INFO("layout " << layout_name(layout));
-    const FusedResult clean = run_fused(in, d_out, c, dtype, 0.1f, layout);
-    const FusedResult dirty = run_fused(poisoned, d_out, c, dtype, 0.1f, layout);
-    const FusedResult again = run_fused(in, d_out, c, dtype, 0.1f, layout);
-    check_identical("out", clean.out, dirty.out);
-    check_identical("dq", clean.dq, dirty.dq);
-    check_identical("dk", clean.dk, dirty.dk);  // padded keys: zero gradients either way
-    check_identical("dv", clean.dv, dirty.dv);
-    check_identical("dq twice", clean.dq, again.dq);
-    check_identical("dk twice", clean.dk, again.dk);
-    check_identical("dv twice", clean.dv, again.dv);
   }
 }
 
@@ -425,10 +452,12 @@ TEST_CASE("cuda fused attention keeps the dropout mask for backward: the same bi
       {{{90, 64, 64, 8, 64, true}, std::vector<int32_t>(90, 64)}, Layout::fused_qkv, 0.3f, true},
       {{{2, 7, 33, 2, 64, false}, {33, 5}}, Layout::fused_kv, 0.2f, true},
       {{{3, 1, 1, 1, 64, false}, {1, 0, 1}}, Layout::fused_kv, 0.5f, true},
-      {{{2, 64, 64, 8, 64, true}, {64, 50}}, Layout::fused_qkv, 0.0f, false},  // no dropout
-      {{{2, 64, 64, 8, 64, true}, {64, 50}}, Layout::unaligned, 0.2f, false},  // scalar path
-      {{{2, 65, 65, 2, 64, true}, {65, 20}}, Layout::fused_qkv, 0.2f, false},  // two tiles
-      {{{2, 33, 17, 1, 128, false}, {17, 0}}, Layout::fused_kv, 0.2f, false},  // head_dim 128
+      {{{37, 16, 24, 3, 64, false}, ragged(37, 24)}, Layout::fused_kv, 0.3f, true},  // packed
+      {{{19, 13, 13, 2, 64, true}, ragged(19, 13)}, Layout::fused_qkv, 0.2f, true},  // packed
+      {{{2, 64, 64, 8, 64, true}, {64, 50}}, Layout::fused_qkv, 0.0f, false},        // no dropout
+      {{{2, 64, 64, 8, 64, true}, {64, 50}}, Layout::unaligned, 0.2f, false},        // scalar path
+      {{{2, 65, 65, 2, 64, true}, {65, 20}}, Layout::fused_qkv, 0.2f, false},        // two tiles
+      {{{2, 33, 17, 1, 128, false}, {17, 0}}, Layout::fused_kv, 0.2f, false},        // head_dim 128
   };
   for (size_t i = 0; i < all.size(); ++i) {
     const BitsCase& bc = all[i];
@@ -518,11 +547,13 @@ TEST_CASE("cuda fused attention backward adds the bias gradients where the short
       {{{100, 37, 45, 8, 64, false}, ragged(100, 45)}, Layout::fused_kv, true},  // cross
       // More sentences than the sums' kernel stages at once (kSumChunk, 128).
       {{{150, 7, 33, 2, 64, false}, ragged(150, 33)}, Layout::fused_kv, true},
-      {{{3, 1, 1, 1, 64, false}, {1, 0, 1}}, Layout::fused_kv, true},    // kv_len 1
-      {{{2, 5, 1, 2, 64, true}, {1, 1}}, Layout::fused_kv, true},        // kv_len 1, causal
-      {{{2, 64, 64, 8, 64, true}, {64, 50}}, Layout::unaligned, false},  // scalar path
-      {{{2, 65, 65, 2, 64, true}, {65, 20}}, Layout::fused_qkv, false},  // two tiles
-      {{{2, 33, 17, 1, 128, false}, {17, 0}}, Layout::fused_kv, false},  // head_dim 128
+      {{{3, 1, 1, 1, 64, false}, {1, 0, 1}}, Layout::fused_kv, true},          // kv_len 1
+      {{{37, 16, 24, 3, 64, false}, ragged(37, 24)}, Layout::fused_kv, true},  // packed, cross
+      {{{19, 13, 13, 2, 64, true}, ragged(19, 13)}, Layout::fused_qkv, true},  // packed, causal
+      {{{2, 5, 1, 2, 64, true}, {1, 1}}, Layout::fused_kv, true},              // kv_len 1, causal
+      {{{2, 64, 64, 8, 64, true}, {64, 50}}, Layout::unaligned, false},        // scalar path
+      {{{2, 65, 65, 2, 64, true}, {65, 20}}, Layout::fused_qkv, false},        // two tiles
+      {{{2, 33, 17, 1, 128, false}, {17, 0}}, Layout::fused_kv, false},        // head_dim 128
   };
   for (size_t i = 0; i < all.size(); ++i)
     for (float p : {0.0f, 0.2f}) {
@@ -594,6 +625,63 @@ TEST_CASE("cuda fused attention backward adds the bias gradients where the short
         check_identical("bias v untouched", with.bias_grads.v, init.v);
       }
     }
+}
+
+TEST_CASE("cuda fused attention: short sentences packed into items against one an item",
+          "[cuda][fused_attention][pack]") {
+  // Several sentences an item give each sentence its own item's dropout mask (the same keep bits),
+  // log-sum-exp, output and gradients to rounding (the hardware adds a row's terms in another
+  // order), and bias sums of the same rows in the same order; with the switch off every case
+  // takes one sentence an item.
+  PackSwitchGuard guard;
+  const bool hopper = cuda::flash::wgmma_kernels_usable();
+  for (const Case& c : packed_cases()) {
+    const AttentionShape& s = c.shape;
+    if (s.head_dim != 64) continue;  // the keep bits and bias sums are head_dim 64's
+    INFO("batch " << s.batch << " q_len " << s.q_len << " kv_len " << s.kv_len << " causal "
+                  << s.causal);
+    const DType dtype = DType::bf16;
+    const int64_t width = s.heads * s.head_dim;
+    const Dense in = random_inputs(s, 3000, dtype);
+    const std::vector<float> d_out = rounded(random_floats(s.batch * s.q_len * width, 3001), dtype);
+    const Dense init{std::vector<float>(width, 0.0f), std::vector<float>(width, 0.0f),
+                     std::vector<float>(width, 0.0f)};
+    const Layout layout = s.q_len == s.kv_len ? Layout::fused_qkv : Layout::fused_kv;
+    cuda::set_attention_pack(false);
+    const FusedResult one = run_fused(in, d_out, c, dtype, 0.2f, layout, Bits::kept, &init);
+    cuda::set_attention_pack(true);
+    const FusedResult packed = run_fused(in, d_out, c, dtype, 0.2f, layout, Bits::kept, &init);
+    const FusedResult again = run_fused(in, d_out, c, dtype, 0.2f, layout, Bits::kept, &init);
+    CHECK(packed.kept_bits == hopper);
+    if (!hopper) continue;
+    CHECK(packed.bits == one.bits);
+    auto close = [](const char* what, const std::vector<float>& a, const std::vector<float>& b) {
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+      }
+      INFO(what << ": largest difference " << worst << " of values up to " << scale);
+      CHECK(a.size() == b.size());
+      CHECK(worst <= 0.02 * std::max(scale, 1.0));  // a few bf16 ulps of the largest value
+    };
+    close("out", packed.out, one.out);
+    close("lse", packed.lse, one.lse);
+    close("dq", packed.dq, one.dq);
+    close("dk", packed.dk, one.dk);
+    close("dv", packed.dv, one.dv);
+    close("bias q", packed.bias_grads.q, one.bias_grads.q);
+    close("bias k", packed.bias_grads.k, one.bias_grads.k);
+    close("bias v", packed.bias_grads.v, one.bias_grads.v);
+    CHECK(bias_sum_mismatches(packed.bias_grads.q, init.q, packed.dq, width) == 0);
+    CHECK(bias_sum_mismatches(packed.bias_grads.k, init.k, packed.dk, width) == 0);
+    CHECK(bias_sum_mismatches(packed.bias_grads.v, init.v, packed.dv, width) == 0);
+    check_identical("out twice", packed.out, again.out);
+    check_identical("dq twice", packed.dq, again.dq);
+    check_identical("dk twice", packed.dk, again.dk);
+    check_identical("dv twice", packed.dv, again.dv);
+    check_identical("bias k twice", packed.bias_grads.k, again.bias_grads.k);
+  }
 }
 
 TEST_CASE("cuda fused attention reports what it supports", "[cuda][fused_attention]") {

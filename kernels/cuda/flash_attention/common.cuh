@@ -22,6 +22,12 @@
 
 namespace nmt::cuda::flash {
 
+// Items of the persistent short kernels: (group of p.pack sentences, head), item = group * heads +
+// head; with pack 1 the (sentence, head) pairs.
+__host__ __device__ __forceinline__ int item_count(const Params& p) {
+  return (p.batch + p.pack - 1) / p.pack * p.heads;
+}
+
 __device__ __forceinline__ int clamped_length(const Params& p, int b) {
   const int given = p.kv_lengths[b];
   return given < 0 ? 0 : (given > p.kv_len ? p.kv_len : given);
@@ -170,16 +176,20 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool val
 }
 
 // The item loop of the persistent short-sentence kernels: a block takes (sentence, head) items
-// blockIdx.x, + gridDim.x, ... and loads each one a step ahead into the other of two
-// shared-memory stages. load(item, stage, length) issues an item's cp.async loads;
-// body(item, stage, length) runs once they have landed in this thread (it must make them visible
-// to the block: a barrier, and for wgmma a proxy fence first). Sentence lengths are read from
-// global memory one item before the load that needs them, so that read never stalls a prefetch.
+// (item_count: of p.pack sentences each, length 0 where p.pack > 1) blockIdx.x, + gridDim.x, ...
+// and loads each one a step ahead into the other of two shared-memory stages. load(item, stage,
+// length) issues an item's cp.async loads; body(item, stage, length) runs once they have landed in
+// this thread (it must make them visible to the block: a barrier, and for wgmma a proxy fence
+// first). Sentence lengths are read from global memory one item before the load that needs them, so
+// that read never stalls a prefetch.
 template <typename Load, typename Body>
 __device__ __forceinline__ void for_each_item_prefetched(const Params& p, Load&& load,
                                                          Body&& body) {
-  const int items = p.batch * p.heads, grid = static_cast<int>(gridDim.x);
-  auto length_of = [&](int item) { return item < items ? clamped_length(p, item / p.heads) : 0; };
+  const int items = item_count(p), grid = static_cast<int>(gridDim.x);
+  // A packed item has a length a sentence: its loads read them (short_pack.cuh), not this.
+  auto length_of = [&](int item) {
+    return item < items && p.pack == 1 ? clamped_length(p, item / p.heads) : 0;
+  };
   int item = static_cast<int>(blockIdx.x);
   int length = length_of(item), next_length = length_of(item + grid);
   if (item < items) load(item, 0, length);
@@ -333,12 +343,12 @@ __device__ __forceinline__ void softmax_key_tile(const Params& p, float (&s)[kRo
 }
 
 // Normalises a warp's 16 output rows in place (accumulators o; running max and this thread's
-// share of the row sums for rows g and g + 8; the dropout scale 1/(1-p) included) and writes the
-// log-sum-exp of rows [0, rows) to lse (the warp's first row).
-template <int D>
-__device__ __forceinline__ void normalise_rows(float (&o)[D / 8][4], const float (&row_max)[2],
-                                               const float (&row_sum)[2], const Params& p,
-                                               float* lse, int rows, int lane) {
+// share of the row sums for rows g and g + 8; the dropout scale 1/(1-p) included) and hands the
+// log-sum-exp of each to store_lse(row within the warp, value) (lanes 4g).
+template <int D, typename StoreLse>
+__device__ __forceinline__ void normalise_rows_to(float (&o)[D / 8][4], const float (&row_max)[2],
+                                                  const float (&row_sum)[2], const Params& p,
+                                                  int lane, StoreLse&& store_lse) {
   float lse_rows[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -355,9 +365,18 @@ __device__ __forceinline__ void normalise_rows(float (&o)[D / 8][4], const float
   }
   const int g = lane / 4;
   if (lane % 4 == 0) {
-    if (g < rows) lse[g] = lse_rows[0];
-    if (g + 8 < rows) lse[g + 8] = lse_rows[1];
+    store_lse(g, lse_rows[0]);
+    store_lse(g + 8, lse_rows[1]);
   }
+}
+// normalise_rows_to with the warp's row r's lse going to lse[r] for r < rows.
+template <int D>
+__device__ __forceinline__ void normalise_rows(float (&o)[D / 8][4], const float (&row_max)[2],
+                                               const float (&row_sum)[2], const Params& p,
+                                               float* lse, int rows, int lane) {
+  normalise_rows_to<D>(o, row_max, row_sum, p, lane, [&](int r, float value) {
+    if (r < rows) lse[r] = value;
+  });
 }
 
 // normalise_rows, then the rows staged in the warp's 16 rows `staged` of a padded shared tile and

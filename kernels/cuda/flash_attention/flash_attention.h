@@ -25,4 +25,11 @@ bool fused_attention_backward(const Tensor& d_out, const AttentionOperands& in, 
 // bf16 or f16 with head_dim 64 or 128.
 bool fused_attention_supported(DType dtype, int64_t head_dim);
 
+// Whether the short-sentence wgmma kernels put several sentences in one item where q_len and kv_len
+// are at most 32 (kernels/cuda/flash_attention/short_pack.cuh); on by default. NMT_ATTENTION_PACK=0
+// in the environment, or set_attention_pack(false), gives each (sentence, head) its own item (to
+// time the two, and for the tests).
+void set_attention_pack(bool on);
+bool attention_pack();
+
 }  // namespace nmt::cuda

@@ -54,6 +54,7 @@ inline Params make_params(const AttentionOperands& in, const Tensor& kv_lengths,
   p.q_len = static_cast<int>(shape.q_len);
   p.kv_len = static_cast<int>(shape.kv_len);
   p.causal = shape.causal;
+  p.pack = 1;
   p.vector_io = aligned16(in.q.data, in.q.dim(1), in.q_col, in.q.dtype) &&
                 aligned16(in.k.data, in.k.dim(1), in.k_col, in.k.dtype) &&
                 aligned16(in.v.data, in.v.dim(1), in.v_col, in.v.dtype);
@@ -101,7 +102,8 @@ inline unsigned persistent_grid(int items, int slots) {
 }
 
 // Launches a persistent kernel (kThreads threads, `smem` bytes of dynamic shared memory) over
-// the (sentence, head) items; `slots` caches its resident-block count, 0 until the first launch.
+// the (sentence, head) items (of p.pack sentences each); `slots` caches its resident-block count, 0
+// until the first launch.
 template <typename Kernel>
 void launch_persistent(Kernel kernel, int& slots, size_t smem, const Params& p,
                        cudaStream_t stream) {
@@ -110,7 +112,7 @@ void launch_persistent(Kernel kernel, int& slots, size_t smem, const Params& p,
                                     static_cast<int>(smem)));
     slots = resident_blocks(kernel, kThreads, smem);
   }
-  kernel<<<persistent_grid(p.batch * p.heads, slots), kThreads, smem, stream>>>(p);
+  kernel<<<persistent_grid(item_count(p), slots), kThreads, smem, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
 

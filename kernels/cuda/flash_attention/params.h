@@ -28,6 +28,9 @@ struct Params {
   void* dv;
   int64_t dq_stride, dk_stride, dv_stride;
   int batch, heads, q_len, kv_len;
+  // Sentences per item of the short-sentence wgmma kernels (short_pack.cuh): 1, or several short
+  // sentences side by side in one 64-row tile. Every other kernel takes 1.
+  int pack;
   bool causal;
   bool vector_io;  // every pointer and stride allows 16-byte accesses
   float dropout_p, keep_scale;

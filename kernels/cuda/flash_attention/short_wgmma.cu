@@ -16,9 +16,11 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/flash_attention/common.cuh"
 #include "kernels/cuda/flash_attention/launch.cuh"
+#include "kernels/cuda/flash_attention/short_pack.cuh"
 #include "kernels/cuda/flash_attention/traits_short_wgmma.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/wgmma.cuh"
+#include "kernels/env_switch.h"
 
 namespace nmt::cuda::flash {
 namespace {
@@ -67,10 +69,35 @@ __device__ __forceinline__ void store_keep_bits(const uint8_t* keep, const Param
   p.keep_bits[(static_cast<int64_t>(item) * p.q_len + row) * 2 + half] = word;
 }
 
-// The inverse, from the staged words (rows past q_len were zero-filled): half t % 2 of row t / 2.
-__device__ __forceinline__ void expand_keep_bits(uint8_t* keep, const uint32_t* words) {
+// store_keep_bits for a packed item: a row's word 0 holds its own sentence's keys (kv_len <= 32),
+// taken from that sentence's diagonal block, and word 1 is 0; both go to the row's own (sentence,
+// head) item.
+__device__ __forceinline__ void store_pack_keep_bits(const uint8_t* keep, const PackTables& t,
+                                                     const Params& p, int item) {
   const int row = threadIdx.x / 2, half = threadIdx.x % 2;
-  const uint32_t word = words[threadIdx.x];
+  if (row >= pack_count(p, item) * p.q_len) return;
+  uint32_t word = 0;
+  if (half == 0) {
+    const uint8_t* bytes = keep + row * kMaskStride + t.query_sentence[row] * p.kv_len;
+    for (int j = 0; j < p.kv_len; ++j) word |= static_cast<uint32_t>(bytes[j] != 0) << j;
+  }
+  p.keep_bits[(pack_row_item(t, p, item, row) * p.q_len + t.query_position[row]) * 2 + half] = word;
+}
+
+// The inverse, from the staged words (rows past q_len were zero-filled): half t % 2 of row t / 2.
+// For a packed item each thread staged its row's word 0 (its sentence's keys, kv_len <= 32), which
+// goes to the columns of that sentence's diagonal block.
+template <bool PACKED>
+__device__ __forceinline__ void expand_keep_bits(uint8_t* keep, const uint32_t* words,
+                                                 const PackTables& t, const Params& p) {
+  const int row = threadIdx.x / 2, half = threadIdx.x % 2;
+  uint32_t word = words[threadIdx.x];
+  if constexpr (PACKED) {
+    const int sentence = t.query_sentence[row];
+    const uint64_t shifted =
+        sentence < 0 ? 0 : static_cast<uint64_t>(word) << (sentence * p.kv_len);
+    word = static_cast<uint32_t>(half == 0 ? shifted : shifted >> 32);
+  }
   uint32_t* bytes = reinterpret_cast<uint32_t*>(keep + row * kMaskStride + half * 32);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -119,7 +146,33 @@ __device__ __forceinline__ void store_bias_partials(const Params& p, const T* s_
   }
 }
 
-template <typename T, int D>
+// store_bias_partials for a packed item: each sentence's rows of the staged tiles summed in row
+// order into its own partials, by the threads of half s % 2. A one-sentence item of at most 32 rows
+// sums the same rows in the same order and then adds the empty second half's 0: so is this.
+template <typename T>
+__device__ __forceinline__ void store_pack_bias_partials(const Params& p, const T* s_dq,
+                                                         const T* s_dk, const T* s_dv, int item) {
+  const int column = threadIdx.x % 64, half = threadIdx.x / 64;
+  const T* tiles[kBiasOperands] = {s_dq, s_dk, s_dv};
+  const int rows[kBiasOperands] = {p.q_len, p.kv_len, p.kv_len};
+  const int64_t width = static_cast<int64_t>(p.heads) * 64;  // one operand's bias columns
+  const int first = pack_first(p, item), count = pack_count(p, item);
+  for (int sentence = half; sentence < count; sentence += 2) {
+    float* partials = p.bias_partials +
+                      static_cast<int64_t>(first + sentence) * kBiasOperands * width +
+                      (item % p.heads) * 64 + column;
+#pragma unroll
+    for (int o = 0; o < kBiasOperands; ++o) {
+      float sum = 0.0f;
+      for (int i = 0; i < rows[o]; ++i)
+        sum += to_float(tiles[o][wgmma::swizzled_offset(sentence * rows[o] + i, column)]);
+      partials[o * width] = sum + 0.0f;
+    }
+  }
+}
+
+// PACKED: items of p.pack > 1 sentences (short_pack.cuh); otherwise one (sentence, head) each.
+template <typename T, int D, bool PACKED>
 __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Params p) {
   constexpr int kBlocks = D / 64;
   extern __shared__ unsigned char smem_raw[];
@@ -128,32 +181,54 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
     return reinterpret_cast<T*>(smem + (3 * stage + operand) * kOperandBytes<D>);
   };
   uint8_t* s_keep = smem + 6 * kOperandBytes<D>;  // [query][key]
+  PackTables& pack = *reinterpret_cast<PackTables*>(s_keep + kTile * kMaskStride);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if constexpr (PACKED) fill_pack_rows(pack, p);
   auto load_item = [&](int item, int stage, int length) {
-    const int b = item / p.heads, h = item % p.heads;
-    const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
-    const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
+    const int h = item % p.heads;
+    const int first = PACKED ? pack_first(p, item) : item / p.heads;
+    const int64_t q_row0 = static_cast<int64_t>(first) * p.q_len;
+    const int64_t kv_row0 = static_cast<int64_t>(first) * p.kv_len;
+    const int count = PACKED ? pack_count(p, item) : 1;
     wgmma::load_swizzled<T, D, kThreads>(tile(stage, 0),
                                          static_cast<const T*>(p.q) + q_row0 * p.q_stride + h * D,
-                                         p.q_stride, p.q_len, threadIdx.x);
-    wgmma::load_swizzled<T, D, kThreads>(tile(stage, 1),
-                                         static_cast<const T*>(p.k) + kv_row0 * p.k_stride + h * D,
-                                         p.k_stride, length, threadIdx.x);
-    wgmma::load_swizzled<T, D, kThreads>(tile(stage, 2),
-                                         static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D,
-                                         p.v_stride, length, threadIdx.x);
+                                         p.q_stride, count * p.q_len, threadIdx.x);
+    // A packed item's keys: each sentence's rows up to its length (the rest zeroed).
+    auto key_valid = [&](int row) {
+      if constexpr (PACKED)
+        return row < count * p.kv_len && row % p.kv_len < clamped_length(p, first + row / p.kv_len);
+      return row < length;
+    };
+    wgmma::load_swizzled_rows<T, D, kThreads>(
+        tile(stage, 1), static_cast<const T*>(p.k) + kv_row0 * p.k_stride + h * D, p.k_stride,
+        key_valid, threadIdx.x);
+    wgmma::load_swizzled_rows<T, D, kThreads>(
+        tile(stage, 2), static_cast<const T*>(p.v) + kv_row0 * p.v_stride + h * D, p.v_stride,
+        key_valid, threadIdx.x);
+    if constexpr (PACKED) store_pack_lengths(pack, p, item, stage);
   };
   for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     wgmma::fence_async_proxy();
-    const int b = item / p.heads, h = item % p.heads;
+    const int h = item % p.heads;
+    const int first = PACKED ? pack_first(p, item) : item / p.heads;
+    const int count = PACKED ? pack_count(p, item) : 1;
     // Only the item's q_len x kv_len entries are drawn: the rest of the tile is masked out (keys
     // past the length, padded queries never stored), 4 times less Philox work at 32 tokens.
-    if (p.dropout_p > 0.0f)
-      fill_dropout_part(s_keep, p.key, p.dropout_p,
-                        static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len,
-                        static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
+    if (p.dropout_p > 0.0f) {
+      if constexpr (PACKED)
+        fill_pack_dropout(s_keep, p, item);
+      else
+        fill_dropout_part(s_keep, p.key, p.dropout_p,
+                          static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len,
+                          static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
+    }
     __syncthreads();
-    if (p.dropout_p > 0.0f && p.keep_bits != nullptr) store_keep_bits(s_keep, p, item);
+    if (p.dropout_p > 0.0f && p.keep_bits != nullptr) {
+      if constexpr (PACKED)
+        store_pack_keep_bits(s_keep, pack, p, item);
+      else
+        store_keep_bits(s_keep, p, item);
+    }
     const T* s_q = tile(stage, 0);
     const T* s_k = tile(stage, 1);
     const T* s_v = tile(stage, 2);
@@ -170,8 +245,19 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
 
     float o[1][D / 8][4] = {};
     float row_max[1][2] = {{-INFINITY, -INFINITY}}, row_sum[1][2] = {};
-    softmax_key_tile<D, 1>(p, s, o, row_max, row_sum, s_keep + warp * 16 * kMaskStride, 0, length,
-                           warp * 16, lane);
+    if constexpr (PACKED) {
+      // The block-diagonal mask here; softmax_key_tile then masks nothing (length and first
+      // query 64).
+      const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (!pack_visible(pack, p, stage, warp * 16 + g + (e / 2) * 8, nt * 8 + 2 * t4 + (e & 1)))
+            s[0][nt][e] = -INFINITY;
+    }
+    softmax_key_tile<D, 1>(p, s, o, row_max, row_sum, s_keep + warp * 16 * kMaskStride, 0,
+                           PACKED ? kTile : length, PACKED ? kTile : warp * 16, lane);
     // o += p v, D / 64 column blocks of o at a time (each an [8][4] accumulator). A register
     // that a product reads (A fragment or accumulator) and that is written between wgmma.fence
     // and that product makes ptxas inject a warpgroup.arrive before it (C7519), holding back the
@@ -196,16 +282,23 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
 #pragma unroll
     for (int cb = 0; cb < kBlocks; ++cb) wgmma::hold(o_blocks[cb]);
 
-    const int rows = p.q_len;
-    normalise_rows<D>(o[0], row_max[0], row_sum[0], p,
-                      p.lse + static_cast<int64_t>(item) * p.q_len + warp * 16, rows - warp * 16,
-                      lane);
+    const int rows = count * p.q_len;
+    if constexpr (PACKED)
+      normalise_rows_to<D>(o[0], row_max[0], row_sum[0], p, lane, [&](int r, float value) {
+        const int row = warp * 16 + r;
+        if (row < rows)
+          p.lse[pack_row_item(pack, p, item, row) * p.q_len + pack.query_position[row]] = value;
+      });
+    else
+      normalise_rows<D>(o[0], row_max[0], row_sum[0], p,
+                        p.lse + static_cast<int64_t>(item) * p.q_len + warp * 16, rows - warp * 16,
+                        lane);
     // The products are complete, so the warp's own Q rows can stage its output rows.
     T* staged = tile(stage, 0);
     wgmma::stage_rows<T, D / 8>(staged, o[0], 1.0f, warp, lane);
     __syncwarp();
     wgmma::store_rows<T, D>(
-        static_cast<T*>(p.out) + static_cast<int64_t>(b) * p.q_len * p.out_stride + h * D,
+        static_cast<T*>(p.out) + static_cast<int64_t>(first) * p.q_len * p.out_stride + h * D,
         p.out_stride, staged, rows, warp, lane);
   });
 }
@@ -221,7 +314,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
 // most 168 registers): two stages of K, V, Q, dO tiles; within an item dSᵀ goes into V's slot (free
 // once dPᵀ is done), dV into Q's (once dK is), dQ into dO's and dK into K's; then lse [2][64],
 // s_red [64][4] f32, the keep mask, the keep words and the bias sums' halves.
-template <typename T>
+template <typename T, bool PACKED>
 __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const Params p) {
   constexpr int D = 64, kWarps = kThreads / 32;
   extern __shared__ unsigned char smem_raw[];
@@ -234,44 +327,71 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_red + kTile * kWarps);          // [query][key]
   uint32_t* s_bits = reinterpret_cast<uint32_t*>(s_keep + kTile * kMaskStride);  // [2][kTile][2]
   float* s_halves = reinterpret_cast<float*>(s_bits + 2 * kTile * 2);  // [kBiasOperands][64]
+  PackTables& pack = *reinterpret_cast<PackTables*>(s_halves + kBiasOperands * 64);
   const bool saved_bits = p.dropout_p > 0.0f && p.keep_bits != nullptr;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  if constexpr (PACKED) fill_pack_rows(pack, p);
   auto load_item = [&](int item, int stage, int length) {
-    const int b = item / p.heads, h = item % p.heads;
-    const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
-    const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
-    auto load = [&](int operand, const void* base, int64_t row0, int64_t stride, int rows) {
-      wgmma::load_swizzled<T, D, kThreads>(tile(stage, operand),
-                                           static_cast<const T*>(base) + row0 * stride + h * D,
-                                           stride, rows, threadIdx.x);
+    const int h = item % p.heads;
+    const int first = PACKED ? pack_first(p, item) : item / p.heads;
+    const int count = PACKED ? pack_count(p, item) : 1;
+    const int64_t q_row0 = static_cast<int64_t>(first) * p.q_len;
+    const int64_t kv_row0 = static_cast<int64_t>(first) * p.kv_len;
+    auto load = [&](int operand, const void* base, int64_t row0, int64_t stride, auto&& valid) {
+      wgmma::load_swizzled_rows<T, D, kThreads>(tile(stage, operand),
+                                                static_cast<const T*>(base) + row0 * stride + h * D,
+                                                stride, valid, threadIdx.x);
     };
-    load(0, p.k, kv_row0, p.k_stride, length);
-    load(1, p.v, kv_row0, p.v_stride, length);
-    load(2, p.q, q_row0, p.q_stride, p.q_len);
-    load(3, p.d_out, q_row0, p.d_out_stride, p.q_len);
-    if (threadIdx.x < kTile) {  // the raw lse; rows past q_len read 0 (their Q, dO rows are 0)
-      const bool valid = static_cast<int>(threadIdx.x) < p.q_len;
-      cp_async4(s_lse + stage * kTile + threadIdx.x,
-                p.lse + static_cast<int64_t>(item) * p.q_len + (valid ? threadIdx.x : 0), valid);
-    }
-    if (saved_bits) {  // the forward's keep words, two a query row; rows past q_len read 0
-      const bool valid = static_cast<int>(threadIdx.x) < 2 * p.q_len;
-      cp_async4(s_bits + stage * 2 * kTile + threadIdx.x,
-                p.keep_bits + static_cast<int64_t>(item) * p.q_len * 2 + (valid ? threadIdx.x : 0),
+    // A packed item's keys: each sentence's rows up to its length (the rest zeroed).
+    auto key_valid = [&](int row) {
+      if constexpr (PACKED)
+        return row < count * p.kv_len && row % p.kv_len < clamped_length(p, first + row / p.kv_len);
+      return row < length;
+    };
+    auto query_valid = [&](int row) { return row < count * p.q_len; };
+    load(0, p.k, kv_row0, p.k_stride, key_valid);
+    load(1, p.v, kv_row0, p.v_stride, key_valid);
+    load(2, p.q, q_row0, p.q_stride, query_valid);
+    load(3, p.d_out, q_row0, p.d_out_stride, query_valid);
+    // Where a tile row's lse and keep words are: its own (sentence, head) item's query row.
+    auto row_of = [&](int row) {
+      if constexpr (PACKED)
+        return (static_cast<int64_t>(first + row / p.q_len) * p.heads + h) * p.q_len +
+               row % p.q_len;
+      return static_cast<int64_t>(item) * p.q_len + row;
+    };
+    if (threadIdx.x < kTile) {  // the raw lse; rows past the queries read 0 (their Q, dO are 0)
+      const bool valid = query_valid(threadIdx.x);
+      cp_async4(s_lse + stage * kTile + threadIdx.x, p.lse + (valid ? row_of(threadIdx.x) : 0),
                 valid);
     }
+    if (saved_bits) {  // the forward's keep words, two a query row; rows past the queries read 0
+      const int row = threadIdx.x / 2, half = threadIdx.x % 2;
+      const bool valid = query_valid(row);
+      // Packed: both threads of a row take its word 0 (expand_keep_bits shifts it into place).
+      const int word = PACKED ? 0 : half;
+      cp_async4(s_bits + stage * 2 * kTile + threadIdx.x,
+                p.keep_bits + (valid ? row_of(row) * 2 + word : 0), valid);
+    }
+    if constexpr (PACKED) store_pack_lengths(pack, p, item, stage);
   };
   for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     wgmma::fence_async_proxy();
-    const int b = item / p.heads, h = item % p.heads;
+    const int h = item % p.heads;
+    const int first = PACKED ? pack_first(p, item) : item / p.heads;
+    const int count = PACKED ? pack_count(p, item) : 1;
     const bool dropout = p.dropout_p > 0.0f;
     // Each thread expands the words it loaded itself (complete at the prefetch's wait).
-    if (saved_bits)
-      expand_keep_bits(s_keep, s_bits + stage * 2 * kTile);
-    else if (dropout)  // the forward's q_len x kv_len entries (the others meet P = 0 or dO = 0)
-      fill_dropout_part(s_keep, p.key, p.dropout_p,
-                        static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len,
-                        static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
+    if (saved_bits) {
+      expand_keep_bits<PACKED>(s_keep, s_bits + stage * 2 * kTile, pack, p);
+    } else if (dropout) {  // the forward's q_len x kv_len entries (others meet P = 0 or dO = 0)
+      if constexpr (PACKED)
+        fill_pack_dropout(s_keep, p, item);
+      else
+        fill_dropout_part(s_keep, p.key, p.dropout_p,
+                          static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len,
+                          static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
+    }
     T* s_k = tile(stage, 0);
     T* s_v = tile(stage, 1);
     T* s_q = tile(stage, 2);
@@ -312,7 +432,7 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
 
     // Pᵀ in pt (masked keys past the length or after the query: 0), dPᵀ Z in dpt, and this
     // thread's share of delta: Σ Pᵀ dPᵀ Z over its two keys, per query (index 2nt + c).
-    const bool masked = length < kTile || p.causal;
+    const bool masked = PACKED || length < kTile || p.causal;
     float delta_part[16];
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -323,7 +443,11 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
         const float lse = tile_lse[query];
         float prob =
             lse == -INFINITY ? 0.0f : fast_exp2(fmaf(pt[nt][e], p.scale_log2, -lse * kLog2e));
-        if (masked && (key >= length || (p.causal && key > query))) prob = 0.0f;
+        if constexpr (PACKED) {
+          if (!pack_visible(pack, p, stage, query, key)) prob = 0.0f;
+        } else if (masked && (key >= length || (p.causal && key > query))) {
+          prob = 0.0f;
+        }
         pt[nt][e] = prob;
         dpt[nt][e] *= keep_factor(nt, e);
       }
@@ -389,12 +513,12 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
       wgmma::mma_ss<T, true, true>(dq, wgmma::desc_mn_major_tile(s_ds, 0, step),
                                    wgmma::desc_mn_major_tile(s_k, 0, step), step > 0);
     wgmma::commit();
-    const int64_t q_row0 = static_cast<int64_t>(b) * p.q_len;
-    const int64_t kv_row0 = static_cast<int64_t>(b) * p.kv_len;
+    const int64_t q_row0 = static_cast<int64_t>(first) * p.q_len;
+    const int64_t kv_row0 = static_cast<int64_t>(first) * p.kv_len;
     wgmma::stage_rows<T, 8>(s_q, dv, 1.0f, warp, lane);
     __syncwarp();
     wgmma::store_rows<T, D>(static_cast<T*>(p.dv) + kv_row0 * p.dv_stride + h * D, p.dv_stride, s_q,
-                            p.kv_len, warp, lane);
+                            count * p.kv_len, warp, lane);
     wgmma::wait<0>();
     wgmma::hold(dq);
     __syncthreads();  // the dQ product is done with K: K's and dO's rows stage dK and dQ
@@ -402,32 +526,50 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
     wgmma::stage_rows<T, 8>(s_k, dk, p.scale, warp, lane);
     __syncwarp();
     wgmma::store_rows<T, D>(static_cast<T*>(p.dq) + q_row0 * p.dq_stride + h * D, p.dq_stride, s_do,
-                            p.q_len, warp, lane);
+                            count * p.q_len, warp, lane);
     wgmma::store_rows<T, D>(static_cast<T*>(p.dk) + kv_row0 * p.dk_stride + h * D, p.dk_stride, s_k,
-                            p.kv_len, warp, lane);
+                            count * p.kv_len, warp, lane);
     if (p.bias_partials != nullptr) {
       // The staged rows are the stored values, so their sums are the stored gradients' sums. The
       // loop's closing barrier keeps the next prefetch off these tiles until the sums are done.
       __syncthreads();  // every warp's dQ and dK rows staged (its dV rows were before the last)
-      store_bias_partials<T>(p, s_do, s_k, s_q, s_halves, item);
+      if constexpr (PACKED)
+        store_pack_bias_partials<T>(p, s_do, s_k, s_q, item);
+      else
+        store_bias_partials<T>(p, s_do, s_k, s_q, s_halves, item);
     }
   });
 }
 
+EnvSwitch pack_switch("NMT_ATTENTION_PACK", /*default_on=*/true);
+
+// The launch parameters with p.pack set: several sentences an item where they fit (short_pack.cuh)
+// and the switch is on.
+Params with_pack(Params p) {
+  p.pack = attention_pack() ? short_pack(p.q_len, p.kv_len) : 1;
+  return p;
+}
+
 }  // namespace
 
-void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& p, cudaStream_t stream) {
+void launch_forward_short_wgmma(DType dtype, int head_dim, const Params& given,
+                                cudaStream_t stream) {
+  const Params p = with_pack(given);
   dispatch(dtype, head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int D = decltype(dim_tag)::value;
-    static int slots = 0;
-    const size_t smem = 1024 + 6 * kOperandBytes<D> + kTile * kMaskStride;
-    launch_persistent(forward_short_wgmma_kernel<T, D>, slots, smem, p, stream);
+    static int slots[2] = {};  // one sentence an item, packed
+    const size_t smem = 1024 + 6 * kOperandBytes<D> + kTile * kMaskStride + sizeof(PackTables);
+    if (p.pack > 1)
+      launch_persistent(forward_short_wgmma_kernel<T, D, true>, slots[1], smem, p, stream);
+    else
+      launch_persistent(forward_short_wgmma_kernel<T, D, false>, slots[0], smem, p, stream);
   });
 }
 
-bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads& bias_grads,
+bool launch_backward_short_wgmma(DType dtype, Params given, const AttentionBiasGrads& bias_grads,
                                  cudaStream_t stream) {
+  Params p = with_pack(given);
   float* const bias[kBiasOperands] = {static_cast<float*>(bias_grads.q.data),
                                       static_cast<float*>(bias_grads.k.data),
                                       static_cast<float*>(bias_grads.v.data)};
@@ -441,14 +583,19 @@ bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads
   }
   dispatch(dtype, 64, [&](auto type_tag, auto) {
     using T = typename decltype(type_tag)::type;
-    static int slots = 0;
-    // Tiles (two stages of k, v, q, d_out), lse, the delta partials, keep mask, keep words, and
-    // the bias sums' halves (always counted, so one size serves both uses): 74,496 bytes, within
-    // the 76,800 that let 3 blocks share an H100 SM (228 KiB, 1 KiB reserved a block).
+    static int slots[2] = {};  // one sentence an item, packed
+    // Tiles (two stages of k, v, q, d_out), lse, the delta partials, keep mask, keep words, the
+    // bias sums' halves (always counted, so one size serves both uses) and the packing tables:
+    // 74,816 bytes, within the 76,800 that let 3 blocks share an H100 SM (228 KiB, 1 KiB reserved
+    // a block).
     const size_t smem = 1024 + 8 * kOperandBytes<64> + 2 * kTile * sizeof(float) +
                         kTile * (kThreads / 32) * sizeof(float) + kTile * kMaskStride +
-                        2 * 2 * kTile * sizeof(uint32_t) + kBiasOperands * 64 * sizeof(float);
-    launch_persistent(backward_short_wgmma_kernel<T>, slots, smem, p, stream);
+                        2 * 2 * kTile * sizeof(uint32_t) + kBiasOperands * 64 * sizeof(float) +
+                        sizeof(PackTables);
+    if (p.pack > 1)
+      launch_persistent(backward_short_wgmma_kernel<T, true>, slots[1], smem, p, stream);
+    else
+      launch_persistent(backward_short_wgmma_kernel<T, false>, slots[0], smem, p, stream);
   });
   if (!sum_biases) return false;
   bias_pass->finish(bias[0], bias[1], bias[2]);
@@ -456,3 +603,15 @@ bool launch_backward_short_wgmma(DType dtype, Params p, const AttentionBiasGrads
 }
 
 }  // namespace nmt::cuda::flash
+
+namespace nmt::cuda {
+
+void set_attention_pack(bool on) {
+  flash::pack_switch.set(on);
+}
+
+bool attention_pack() {
+  return flash::pack_switch.get();
+}
+
+}  // namespace nmt::cuda

@@ -1,0 +1,97 @@
+// Several short sentences in one item of the short-sentence wgmma kernels (short_wgmma.cu). A
+// tile has 64 rows, so a (sentence, head) item of 32 tokens leaves half of every product, load
+// and softmax idle, and at 16 tokens three quarters. Where q_len and kv_len are both at most 32,
+// an item takes p.pack = min(64 / q_len, 64 / kv_len, kMaxPack) consecutive sentences of one head:
+// their query rows are consecutive rows of Q (sentence s at tile rows s * q_len ..), their key
+// rows consecutive rows of K and V (s * kv_len ..), so the loads and stores stay one contiguous
+// row range each. A query sees only its own sentence's keys, up to that sentence's length (and
+// with causal, up to its own position): the tile is block-diagonal. Each sentence's dropout mask,
+// keep words, log-sum-exp and bias partials are those of its own (sentence, head) item, at the
+// same offsets; only the order in which the hardware adds a row's terms differs, so results
+// match the one-sentence kernels to rounding, not bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/flash_attention/common.cuh"
+
+namespace nmt::cuda::flash {
+
+constexpr int kMaxPack = 8;
+
+// Sentences per item for the short kernels at these lengths (1: one sentence an item).
+inline int short_pack(int q_len, int kv_len) {
+  if (q_len < 1 || kv_len < 1 || q_len > kTile / 2 || kv_len > kTile / 2) return 1;
+  const int by_q = kTile / q_len, by_kv = kTile / kv_len;
+  const int pack = by_q < by_kv ? by_q : by_kv;
+  return pack < kMaxPack ? pack : kMaxPack;
+}
+
+// Which sentence of a packed item each tile row and key column belongs to (-1 past the last whole
+// sentence), its position there, and the item's sentence lengths per prefetch stage (0 for a
+// sentence past the batch). In shared memory; the row and column tables are the kernel's, filled
+// once (fill_pack_rows), the lengths each item's (store_pack_lengths, with its loads).
+struct PackTables {
+  int8_t query_sentence[kTile], query_position[kTile];
+  int8_t key_sentence[kTile], key_position[kTile];
+  int lengths[2][kMaxPack];
+};
+
+__device__ __forceinline__ void fill_pack_rows(PackTables& t, const Params& p) {
+  const int r = static_cast<int>(threadIdx.x);
+  if (r >= kTile) return;
+  const bool query = r < p.pack * p.q_len, key = r < p.pack * p.kv_len;
+  t.query_sentence[r] = static_cast<int8_t>(query ? r / p.q_len : -1);
+  t.query_position[r] = static_cast<int8_t>(query ? r % p.q_len : 0);
+  t.key_sentence[r] = static_cast<int8_t>(key ? r / p.kv_len : -1);
+  t.key_position[r] = static_cast<int8_t>(key ? r % p.kv_len : 0);
+}
+
+// The first sentence of an item, and how many it has (the last group may be short).
+__device__ __forceinline__ int pack_first(const Params& p, int item) {
+  return item / p.heads * p.pack;
+}
+__device__ __forceinline__ int pack_count(const Params& p, int item) {
+  const int left = p.batch - pack_first(p, item);
+  return left < p.pack ? left : p.pack;
+}
+
+// The item's sentence lengths into stage `stage` (threads 0 .. kMaxPack - 1; visible after the
+// barrier that precedes their use).
+__device__ __forceinline__ void store_pack_lengths(PackTables& t, const Params& p, int item,
+                                                   int stage) {
+  const int s = static_cast<int>(threadIdx.x);
+  if (s >= kMaxPack) return;
+  t.lengths[stage][s] = s < pack_count(p, item) ? clamped_length(p, pack_first(p, item) + s) : 0;
+}
+
+// Whether tile query row `query` sees tile key column `key` in the item at `stage`.
+__device__ __forceinline__ bool pack_visible(const PackTables& t, const Params& p, int stage,
+                                             int query, int key) {
+  const int sentence = t.query_sentence[query];
+  if (sentence < 0 || t.key_sentence[key] != sentence) return false;
+  const int position = t.key_position[key];
+  return position < t.lengths[stage][sentence] &&
+         (!p.causal || position <= t.query_position[query]);
+}
+
+// The (sentence, head) item of tile query row `row` of a packed item (row < pack_count * q_len),
+// as the one-sentence kernels number them, and the row's query position.
+__device__ __forceinline__ int64_t pack_row_item(const PackTables& t, const Params& p, int item,
+                                                 int row) {
+  return static_cast<int64_t>(pack_first(p, item) + t.query_sentence[row]) * p.heads +
+         item % p.heads;
+}
+
+// Each sentence's dropout mask at its diagonal block of the tile (rows s * q_len, columns s *
+// kv_len): the entries its own item draws (fill_dropout_part), off-diagonal ones left as they were
+// (never visible). kv_len % 8 == 0 keeps each block's columns 8-byte aligned for the fast path.
+__device__ __forceinline__ void fill_pack_dropout(uint8_t* keep, const Params& p, int item) {
+  const int first = pack_first(p, item), count = pack_count(p, item), h = item % p.heads;
+  for (int s = 0; s < count; ++s)
+    fill_dropout_part(keep + s * p.q_len * kMaskStride + s * p.kv_len, p.key, p.dropout_p,
+                      static_cast<uint64_t>((first + s) * p.heads + h) * p.q_len * p.kv_len,
+                      p.kv_len, static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
+}
+
+}  // namespace nmt::cuda::flash
