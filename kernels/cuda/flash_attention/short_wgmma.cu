@@ -146,6 +146,18 @@ __device__ __forceinline__ void store_bias_partials(const Params& p, const T* s_
   }
 }
 
+// An item's dropout mask into the tile: only its q_len x kv_len entries (each packed sentence's in
+// its diagonal block), not the whole tile: the rest is masked out (keys past the length, padded
+// queries never stored), and a 32-token sentence draws 4 times fewer Philox blocks.
+template <bool PACKED>
+__device__ __forceinline__ void fill_item_dropout(uint8_t* keep, const Params& p, int item) {
+  if constexpr (PACKED)
+    fill_pack_dropout(keep, p, item);
+  else
+    fill_dropout_part(keep, p.key, p.dropout_p, static_cast<uint64_t>(item) * p.q_len * p.kv_len,
+                      p.kv_len, static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
+}
+
 // store_bias_partials for a packed item: each sentence's rows of the staged tiles summed in row
 // order into its own partials, by the threads of half s % 2. A one-sentence item of at most 32 rows
 // sums the same rows in the same order and then adds the empty second half's 0: so is this.
@@ -212,16 +224,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
     const int h = item % p.heads;
     const int first = PACKED ? pack_first(p, item) : item / p.heads;
     const int count = PACKED ? pack_count(p, item) : 1;
-    // Only the item's q_len x kv_len entries are drawn: the rest of the tile is masked out (keys
-    // past the length, padded queries never stored), 4 times less Philox work at 32 tokens.
-    if (p.dropout_p > 0.0f) {
-      if constexpr (PACKED)
-        fill_pack_dropout(s_keep, p, item);
-      else
-        fill_dropout_part(s_keep, p.key, p.dropout_p,
-                          static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len,
-                          static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
-    }
+    if (p.dropout_p > 0.0f) fill_item_dropout<PACKED>(s_keep, p, item);
     __syncthreads();
     if (p.dropout_p > 0.0f && p.keep_bits != nullptr) {
       if constexpr (PACKED)
@@ -384,13 +387,8 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
     // Each thread expands the words it loaded itself (complete at the prefetch's wait).
     if (saved_bits) {
       expand_keep_bits<PACKED>(s_keep, s_bits + stage * 2 * kTile, pack, p);
-    } else if (dropout) {  // the forward's q_len x kv_len entries (others meet P = 0 or dO = 0)
-      if constexpr (PACKED)
-        fill_pack_dropout(s_keep, p, item);
-      else
-        fill_dropout_part(s_keep, p.key, p.dropout_p,
-                          static_cast<uint64_t>(item) * p.q_len * p.kv_len, p.kv_len,
-                          static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
+    } else if (dropout) {  // the forward's entries (the others meet P = 0 or dO = 0)
+      fill_item_dropout<PACKED>(s_keep, p, item);
     }
     T* s_k = tile(stage, 0);
     T* s_v = tile(stage, 1);
