@@ -406,16 +406,17 @@ __device__ __forceinline__ void zero_rows(T* gmem, int64_t stride, int rows) {
 // row_step multiples of 8: kv_len % 8 == 0), a row is 8 whole blocks and each block's 8 bytes go
 // out in one store; otherwise a row may straddle 9 blocks and each byte is tested for its row.
 // `rows` and `cols` (at most kTile) bound what is drawn: the first `rows` rows, and in them the
-// columns up to `cols` rounded up to a block of 8 (the short kernels' q_len x kv_len of a
-// sentence); the rest of the tile keeps what it held, so only entries a caller masks out may lie
-// there.
+// columns below `cols` (the short kernels' q_len x kv_len of a sentence); the rest of the tile
+// keeps what it held, so only entries a caller masks out may lie there.
 __device__ __forceinline__ void fill_dropout_part(uint8_t* keep, const RngKey& key, float p,
                                                   uint64_t first, uint64_t row_step, int thread,
                                                   int rows, int cols) {
   constexpr int kE = kDropoutBlockElements;
   static_assert(kTile % kE == 0 && kMaskStride % 8 == 0, "whole blocks, 8-byte aligned rows");
-  if (first % kE == 0 && row_step % kE == 0) {
-    const int blocks_per_row = (cols + kE - 1) / kE;
+  // Whole blocks only where cols is a multiple of 8 too: rounded up, a packed sentence's columns
+  // would reach into the next sentence's block (short_pack.cuh).
+  if (first % kE == 0 && row_step % kE == 0 && cols % kE == 0) {
+    const int blocks_per_row = cols / kE;
     for (int w = thread; w < rows * blocks_per_row; w += kThreads) {
       const int r = w / blocks_per_row, c = w % blocks_per_row;
       const Philox4 draw = philox_block(key, (first + r * row_step) / kE + c);

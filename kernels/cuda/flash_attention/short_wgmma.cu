@@ -195,7 +195,10 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
   uint8_t* s_keep = smem + 6 * kOperandBytes<D>;  // [query][key]
   PackTables& pack = *reinterpret_cast<PackTables*>(s_keep + kTile * kMaskStride);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if constexpr (PACKED) fill_pack_rows(pack, p);
+  if constexpr (PACKED) {
+    fill_pack_rows(pack, p);
+    __syncthreads();  // the tables before any thread reads them (once a kernel)
+  }
   auto load_item = [&](int item, int stage, int length) {
     const int h = item % p.heads;
     const int first = PACKED ? pack_first(p, item) : item / p.heads;
@@ -313,10 +316,11 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
 // summed from the Pᵀ and dPᵀ Z registers (over the warp's keys with shuffles, then over the warps
 // through s_red in warp order) rather than from a staged out tile (8 KiB a stage). Masked keys have
 // P = 0, dropped ones Z = 0, and padded queries dP = 0 (their dO rows are zero-filled), so none
-// adds to it. Shared memory (74,496 bytes with the alignment slack: 3 blocks an SM on H100, with at
+// adds to it. Shared memory (74,816 bytes with the alignment slack: 3 blocks an SM on H100, with at
 // most 168 registers): two stages of K, V, Q, dO tiles; within an item dSᵀ goes into V's slot (free
 // once dPᵀ is done), dV into Q's (once dK is), dQ into dO's and dK into K's; then lse [2][64],
-// s_red [64][4] f32, the keep mask, the keep words and the bias sums' halves.
+// s_red [64][4] f32, the keep mask, the keep words, the bias sums' halves and the packing tables
+// (PackTables, used where PACKED).
 template <typename T, bool PACKED>
 __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const Params p) {
   constexpr int D = 64, kWarps = kThreads / 32;
@@ -333,7 +337,10 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
   PackTables& pack = *reinterpret_cast<PackTables*>(s_halves + kBiasOperands * 64);
   const bool saved_bits = p.dropout_p > 0.0f && p.keep_bits != nullptr;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-  if constexpr (PACKED) fill_pack_rows(pack, p);
+  if constexpr (PACKED) {
+    fill_pack_rows(pack, p);
+    __syncthreads();  // the tables before any thread reads them (expand_keep_bits, first item)
+  }
   auto load_item = [&](int item, int stage, int length) {
     const int h = item % p.heads;
     const int first = PACKED ? pack_first(p, item) : item / p.heads;
