@@ -12,7 +12,9 @@
 #                         VARIANT [VARIANT ...]
 #   VARIANT: LABEL=SETTING[,SETTING...] or LABEL= (--bin, the environment as it is); a SETTING is
 #   VAR=VALUE (set for that variant's runs) or bin:PATH (that variant runs the bench-step at PATH)
-#   a config: MODEL/NORM[/BATCH] (bench-step's --model, --norm, --batch)
+#   a config: MODEL/NORM[/BATCH[/LEN[/VOCAB]]] (bench-step's --model, --norm, --batch, --src-len
+#   and --tgt-len from LEN = N or SRCxTGT, --vocab), e.g. base/pre/512/32/8000 for the Bible run's
+#   shapes
 # Examples: bench/ab-step.sh --rounds 2 "drawn=NMT_LAYERNORM_KEEP_BITS=0" "bits="
 #           bench/ab-step.sh "before=bin:/tmp/base/build/bench/bench-step/bench-step" "after="
 # Environment: BENCH_STEP_BIN (the default of --bin: build/bench/bench-step/bench-step), OUT (each
@@ -27,7 +29,7 @@ WARMUP=10
 PRECISION=bf16
 DEVICE=cuda
 VARIANTS=()
-usage() { sed -n '2,17p' "$0"; }
+usage() { sed -n '2,19p' "$0"; }
 while (($#)); do
   case "$1" in
     --bin) BIN=$2; shift 2 ;;
@@ -66,16 +68,19 @@ for v in "${VARIANTS[@]}"; do
 done
 ((needs_default_bin == 0)) || [[ -x $BIN ]] || fail "no bench-step at $BIN (build it, or give --bin)"
 for config in $CONFIGS; do
-  [[ $config =~ ^[a-z]+/(pre|post)(/[1-9][0-9]*)?$ ]] || fail "config '$config' is not MODEL/NORM[/BATCH]"
+  [[ $config =~ ^[a-z]+/(pre|post)(/[1-9][0-9]*(/[1-9][0-9]*(x[1-9][0-9]*)?(/[1-9][0-9]*)?)?)?$ ]] ||
+    fail "config '$config' is not MODEL/NORM[/BATCH[/LEN[/VOCAB]]] (LEN: N or SRCxTGT)"
 done
 
 # One bench-step run of `config` under the variant's settings: prints "median MFU".
 run_one() {  # variant config round
-  local variant=$1 config=$2 round=$3 model norm batch label=${1%%=*} settings=${1#*=}
-  IFS=/ read -r model norm batch <<<"$config"
+  local variant=$1 config=$2 round=$3 model norm batch len vocab label=${1%%=*} settings=${1#*=}
+  IFS=/ read -r model norm batch len vocab <<<"$config"
   local args=(--device "$DEVICE" --precision "$PRECISION" --model "$model" --norm "$norm"
               --steps "$STEPS" --warmup "$WARMUP")
   [[ -n $batch ]] && args+=(--batch "$batch")
+  [[ -n $len ]] && args+=(--src-len "${len%x*}" --tgt-len "${len#*x}")
+  [[ -n $vocab ]] && args+=(--vocab "$vocab")
   local env=() pairs=() bin=$BIN
   if [[ -n $settings ]]; then IFS=, read -ra pairs <<<"$settings"; fi
   for pair in "${pairs[@]}"; do
