@@ -69,9 +69,16 @@ NMT_HOST_DEVICE Philox4 philox_block(const RngKey& key, uint64_t block) {
 // Uniform float in [0, 1) for one element of a stream (initialisation, synthetic data; dropout
 // draws dropout_uniform, below). Four consecutive elements share one Philox call (counter =
 // element / 4), so a vectorised kernel can draw four at a time.
+NMT_HOST_DEVICE float uniform_of_word(uint32_t word) {
+  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
+}
 NMT_HOST_DEVICE float rng_uniform(const RngKey& key, uint64_t element) {
-  const Philox4 r = philox_block(key, element >> 2);
-  return static_cast<float>(r.v[element & 3] >> 8) * (1.0f / 16777216.0f);
+  return uniform_of_word(philox_block(key, element >> 2).v[element & 3]);
+}
+// rng_uniform of elements 4 * block .. 4 * block + 3, from one Philox call.
+NMT_HOST_DEVICE void rng_block_uniforms(const RngKey& key, uint64_t block, float (&u)[4]) {
+  const Philox4 r = philox_block(key, block);
+  for (int j = 0; j < 4; ++j) u[j] = uniform_of_word(r.v[j]);
 }
 
 // Dropout draws its own uniforms, 16 bits each, eight elements per Philox call: element e is half

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "engine/model/transformer.h"
 #include "test/support/catch.h"
 
@@ -200,4 +204,26 @@ TEST_CASE("parameter roles are read from the PyTorch-style names", "[cpu][init]"
   CHECK(role("decoder.layers.1.fc2.bias").role == R::ffn_out);
   CHECK(role("encoder.embed_tokens.weight").role == R::other);
   CHECK(role("decoder.layer_norm.weight").role == R::other);
+}
+
+TEST_CASE("initial values do not depend on the thread count", "[cpu][init]") {
+  // The draws are spread over OpenMP threads (engine/model/param_store.cpp); each value depends
+  // on its index alone.
+  auto weights = [](int threads, nmt::InitScheme scheme) {
+#ifdef _OPENMP
+    const int was = omp_get_max_threads();
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    nmt::Transformer model(test_shape(false), nmt::Device::cpu, 16, 8);
+    model.params().initialize(11, scheme);
+#ifdef _OPENMP
+    omp_set_num_threads(was);
+#endif
+    const float* x = static_cast<const float*>(model.params().master().data);
+    return std::vector<float>(x, x + model.params().total_elements());
+  };
+  for (auto scheme : {nmt::InitScheme::torch_copies, nmt::InitScheme::xavier})
+    CHECK(weights(1, scheme) == weights(3, scheme));
 }
