@@ -158,6 +158,20 @@ void GradBuckets::mark_ready(int64_t offset, int64_t count) {
   poll();
 }
 
+int GradBuckets::leading_buckets_filled(const std::vector<ElementRange>& ranges) const {
+  std::vector<int64_t> covered(buckets_.size(), 0);
+  for (const ElementRange& r : ranges) {
+    if (r.size() <= 0 || r.begin >= total_ || r.end <= 0) continue;
+    const int first = bucket_of(std::max<int64_t>(r.begin, 0));
+    for (int b = first; b < static_cast<int>(buckets_.size()) && buckets_[b].begin < r.end; ++b)
+      covered[b] += std::min(r.end, buckets_[b].end) - std::max(r.begin, buckets_[b].begin);
+  }
+  int filled = 0;
+  while (filled < static_cast<int>(buckets_.size()) && covered[filled] >= buckets_[filled].size())
+    ++filled;
+  return filled;
+}
+
 void GradBuckets::mark_all_ready() {
   std::vector<ElementRange> gaps;
   int64_t at = 0;

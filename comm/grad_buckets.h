@@ -77,6 +77,10 @@ class GradBuckets {
   // each element exactly once per step (twice throws CommError). Buckets start in index order: a
   // complete bucket starts once all buckets before it have started. Also polls the ones in flight.
   void mark_ready(int64_t offset, int64_t count);
+  // How many buckets, from the first, the (disjoint) `ranges` cover completely: once every range
+  // is marked, buckets [0, result) have started. Independent of this step's marks, so a caller
+  // that holds finished gradients back can ask it where it cannot mark (a graph capture).
+  int leading_buckets_filled(const std::vector<ElementRange>& ranges) const;
   // Marks every element not marked yet this step (no overlap: a training loop without per-parameter
   // hooks calls only this, after backward).
   void mark_all_ready();

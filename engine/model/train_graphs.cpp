@@ -31,12 +31,26 @@ void TrainGraphs::forget_graphs_if_scratch_moved() {
   // The old scratch was freed when it grew: a graph captured with it would write freed memory.
   // The shapes stay known (the scratch only grows, so each still fits): their next step captures.
   scratch_address_ = now;
-  for (Entry& entry : entries_) entry.graph = cuda::CapturedGraph();
+  for (Entry& entry : entries_) entry.segments.clear();
 }
 
-void TrainGraphs::run(const TrainStepKey& key, const std::function<void()>& step) {
+const TrainGraphs::Cut& TrainGraphs::run_now() {
+  static const Cut now = [](const std::function<void()>& after) { after(); };
+  return now;
+}
+
+std::vector<TrainGraphs::Segment> TrainGraphs::capture(
+    const std::function<void(const Cut&)>& step) {
+  std::vector<Segment> segments;
+  cuda::SegmentedCapture capture(stream_->get());
+  step([&](const std::function<void()>& after) { segments.push_back({capture.cut(), after}); });
+  segments.push_back({capture.finish(), nullptr});
+  return segments;
+}
+
+void TrainGraphs::run(const TrainStepKey& key, const std::function<void(const Cut&)>& step) {
   auto op_by_op = [&] {
-    step();
+    step(run_now());
     ++stats_.eager_steps;
   };
   if (!stats_.failure.empty()) return op_by_op();
@@ -44,16 +58,16 @@ void TrainGraphs::run(const TrainStepKey& key, const std::function<void()>& step
   Entry* entry = find(key);
   if (entry == nullptr) {
     op_by_op();
-    entries_.push_front(Entry{key, cuda::CapturedGraph()});
+    entries_.push_front(Entry{key, {}});
     if (entries_.size() > kMaxGraphs) {
       entries_.pop_back();
       ++stats_.evictions;
     }
     return;
   }
-  if (entry->graph.empty()) {
+  if (entry->segments.empty()) {
     try {
-      entry->graph = cuda::CapturedGraph::capture(stream_->get(), step);
+      entry->segments = capture(step);
     } catch (const std::logic_error&) {
       // A wrong argument of an op (the capture has ended): the step's own error, not the graph's.
       throw;
@@ -64,9 +78,14 @@ void TrainGraphs::run(const TrainStepKey& key, const std::function<void()>& step
       return op_by_op();
     }
     ++stats_.captures;
-    stats_.graph_nodes = entry->graph.nodes();
+    stats_.graph_nodes = 0;
+    for (const Segment& segment : entry->segments) stats_.graph_nodes += segment.graph.nodes();
+    stats_.graph_segments = entry->segments.size();
   }
-  entry->graph.launch(stream_->get());
+  for (const Segment& segment : entry->segments) {
+    segment.graph.launch(stream_->get());
+    if (segment.after) segment.after();
+  }
   ++stats_.replays;
 }
 
@@ -74,6 +93,9 @@ std::string describe(const TrainGraphStats& g) {
   std::string line = std::to_string(g.replays) + " replayed, " + std::to_string(g.eager_steps) +
                      " op by op, " + std::to_string(g.captures) + " captures of " +
                      std::to_string(g.graph_nodes) + " nodes";
+  if (g.graph_segments > 1)
+    line += " (the latest in " + std::to_string(g.graph_segments) +
+            " segments, cut where the gradient exchange starts a bucket)";
   if (g.overlapped > 0)
     line += ", " + std::to_string(g.overlapped) +
             " op by op because the gradient exchange overlapped backward (dist.overlap)";

@@ -6,6 +6,10 @@
 // dropout step) the step reads from device memory. Token batching already pads both sides to a
 // multiple of 8 tokens (data/batch.h), so a run meets a bounded set of shapes and no graph needs
 // padding of its own. The step's work runs on a stream of this class's own.
+// A step whose backward hands finished gradients to the exchange on the way (Transformer's
+// grad-ready hook, dist.overlap) is captured as consecutive graphs, cut where the host starts a
+// bucket's all-reduce (a graph holds none): a replay launches each segment and then does what the
+// op-by-op step did at that point.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +18,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/graph.h"
 #include "kernels/cuda/stream.h"
@@ -31,6 +36,8 @@ struct TrainStepKey {
   // Which embedding kernels the step runs (engine/model/transformer.h set_embedding_fused), and
   // whether its backward reads the batch's row orders or sorts on the device.
   bool embedding_fused = true, row_orders = false;
+  // Whether the step cuts its graph where it reports finished gradients (a grad-ready hook).
+  bool segmented = false;
   bool operator==(const TrainStepKey&) const = default;
 };
 
@@ -41,6 +48,7 @@ struct TrainGraphStats {
   int64_t evictions = 0;    // graphs dropped to keep at most kMaxGraphs
   int64_t overlapped = 0;   // op by op on the caller's stream: the exchange overlapped backward
   size_t graph_nodes = 0;   // nodes of the latest graph (the launches one replay replaces)
+  size_t graph_segments = 0;  // the latest graph's segments (1 unless its step was cut)
   std::string failure;      // why graphs were given up (a capture failed), or empty
 };
 
@@ -64,7 +72,15 @@ class TrainGraphs {
   // plans), its second is captured and launched, later ones replay that graph. A capture that
   // fails gives graphs up (stats().failure says why) and runs the step op by op; so do all later
   // steps.
-  void run(const TrainStepKey& key, const std::function<void()>& step);
+  // `step` gets a Cut: at each point where the host must act before the rest of the step (start
+  // an exchange), it calls cut(after). Op by op, `after` runs there and then; in a capture, the
+  // graph is cut there and `after` kept, to run after that segment's launch at every replay (the
+  // capture's own step included). `after` must do only host work and launches on other streams,
+  // and read what it needs when it runs (it outlives the step that captured it).
+  using Cut = std::function<void(const std::function<void()>& after)>;
+  void run(const TrainStepKey& key, const std::function<void(const Cut&)>& step);
+  // A Cut that runs `after` at once (a step run op by op outside run()).
+  static const Cut& run_now();
 
   // Counts a step that ran op by op outside run() because its exchange overlapped backward.
   void count_overlapped() { ++stats_.overlapped; }
@@ -72,10 +88,17 @@ class TrainGraphs {
   const TrainGraphStats& stats() const { return stats_; }
 
  private:
+  struct Segment {
+    cuda::CapturedGraph graph;
+    std::function<void()> after;  // what the step's host did at its end (null for the last)
+  };
   struct Entry {
     TrainStepKey key;
-    cuda::CapturedGraph graph;  // empty until the key's second step
+    std::vector<Segment> segments;  // empty until the key's second step
   };
+
+  // Captures `step` as segments (nothing runs); throws what the capture or `step` threw.
+  std::vector<Segment> capture(const std::function<void(const Cut&)>& step);
 
   // The entry of `key`, moved to the front (most recently used), or nullptr.
   Entry* find(const TrainStepKey& key);

@@ -30,8 +30,19 @@ EnvSwitch queue_large_weight_grads_switch("NMT_QUEUE_LARGE_WEIGHT_GRADS", /*defa
 // NMT_DEFER_PARTIAL_SUMS=0: each LayerNorm backward, and the attention backward's bias sums, run
 // their second pass at once (no buffer).
 EnvSwitch defer_partial_sums_switch("NMT_DEFER_PARTIAL_SUMS", /*default_on=*/true);
+// NMT_OVERLAP_CAPTURE=0: a step with a grad-ready hook runs op by op, without the queue and the
+// deferral (set_overlap_capture).
+EnvSwitch overlap_capture_switch("NMT_OVERLAP_CAPTURE", /*default_on=*/true);
 
 }  // namespace
+
+void set_overlap_capture(bool on) {
+  overlap_capture_switch.set(on);
+}
+
+bool overlap_capture() {
+  return overlap_capture_switch.get();
+}
 
 void set_queue_weight_grads(bool on) {
   queue_weight_grads_switch.set(on);
@@ -221,9 +232,31 @@ void Transformer::add_stage(std::vector<std::vector<const Param*>>& stages, size
   stages.push_back(std::move(stage));  // may be empty (a shared table adds nothing)
 }
 
-void Transformer::stage_done(size_t stage) const {
+void Transformer::stage_done(size_t stage) {
   if (!grad_ready_) return;
-  for (const Param* p : stages_.at(stage)) grad_ready_(*p);
+  const std::vector<const Param*>& done = stages_.at(stage);
+  pending_ready_.insert(pending_ready_.end(), done.begin(), done.end());
+  finished_.insert(finished_.end(), done.begin(), done.end());
+  if (pending_ready_.empty()) return;
+  const bool last = stage + 1 == stages_.size();
+  if (last || !exchange_progress_ || !overlap_capture()) return report_pending();
+  const int progress = exchange_progress_(finished_);
+  if (progress <= reported_progress_) return;
+  reported_progress_ = progress;
+  report_pending();
+}
+
+void Transformer::report_pending() {
+  // What is held back may belong to the pending parameters: their gradients are final only after.
+  if (!dw_queue_.empty()) dw_queue_.flush();
+  if (deferred_sums_.recorded() > 0)
+    deferred_sums_.flush(deferring_sums_ ? cuda::current_stream() : nullptr);
+  // The hook as it is when `after` runs (a graph's replays run it at later steps).
+  auto report = [this, params = std::move(pending_ready_)] {
+    for (const Param* p : params) grad_ready_(*p);
+  };
+  pending_ready_.clear();
+  (cut_ != nullptr ? *cut_ : TrainGraphs::run_now())(report);
 }
 
 int64_t Transformer::ffn_blocks_with_positive_bits() const {
@@ -342,15 +375,28 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
   upload(batch);
   upload_row_orders(batch);
   const StepContext step_ctx = with_step_on_device(ctx);
-  auto step = [&] { enqueue_forward_backward(step_ctx, label_smoothing, loss_scale); };
-  if (graphs_ && !grad_ready_) {
+  auto step = [&](const TrainGraphs::Cut& cut) {
+    cut_ = &cut;
+    pending_ready_.clear();
+    finished_.clear();
+    reported_progress_ = 0;
+    try {
+      enqueue_forward_backward(step_ctx, label_smoothing, loss_scale);
+    } catch (...) {
+      cut_ = nullptr;
+      throw;
+    }
+    cut_ = nullptr;
+  };
+  const bool hooked = static_cast<bool>(grad_ready_);
+  if (graphs_ && (!hooked || overlap_capture())) {
     cuda::StreamHandoff handoff(graphs_->stream());
     graphs_->run(TrainStepKey{batch_, src_len_, tgt_len_, loss_scale, label_smoothing, ctx.seed,
-                              ctx.training, embedding_fused(), row_orders_},
+                              ctx.training, embedding_fused(), row_orders_, hooked},
                  step);
   } else {
     if (graphs_) graphs_->count_overlapped();
-    step();
+    step(TrainGraphs::run_now());
   }
   return read_loss_sums(loss_sums_.view({kLossSumsWords}), shape_.vocab);
 }
@@ -375,10 +421,13 @@ void Transformer::backward(Tensor& d_dec) {
   int64_t d = shape_.d_model, t_rows = batch_ * tgt_len_, s_rows = batch_ * src_len_;
   // The queued weight gradients wait for the end of the encoder's backward,
   // unless the exchange takes each layer's gradients as backward finishes them.
+  // Under a hook they are flushed wherever its stages are reported (report_pending).
+  const bool keep_levers = !grad_ready_ || overlap_capture();
   dw_queue_.clear();
-  dw_queue_.set_enabled(queue_planned_ && !grad_ready_);
+  dw_queue_.set_enabled(queue_planned_ && keep_levers);
   deferred_sums_.clear();
-  const bool defer_sums = deferred_partials_.capacity > 0 && !grad_ready_;
+  const bool defer_sums = deferred_partials_.capacity > 0 && keep_levers;
+  deferring_sums_ = defer_sums;
   // Active from here to the flush below (reset there), so no LayerNorm after it is recorded.
   std::optional<cuda::DeferPartialSums> deferring(std::in_place,
                                                   defer_sums ? &deferred_sums_ : nullptr);
@@ -423,7 +472,7 @@ void Transformer::backward(Tensor& d_dec) {
     encoder_[i]->backward(d_enc, ws_, pre && i > 0 ? &below : nullptr, pre);
     stage_done(stage++);
   }
-  dw_queue_.flush();  // (on only without a hook, so no stage above reported a queued gradient)
+  dw_queue_.flush();  // (a hook's stages above were reported only after a flush: report_pending)
   // Every LayerNorm's second pass (none recorded, and nothing launched, when not deferring).
   deferred_sums_.flush(defer_sums ? cuda::current_stream() : nullptr);
   deferring.reset();

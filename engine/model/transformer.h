@@ -55,6 +55,15 @@ bool queue_large_weight_grads();
 void set_defer_partial_sums(bool on);
 bool defer_partial_sums();
 
+// Whether a step with a grad-ready hook (the exchange overlapping backward) keeps the step's other
+// levers: its CUDA graph cut where a reported gradient starts an exchange bucket
+// (engine/model/train_graphs.h), the queued weight gradients and deferred second passes on and
+// flushed at those points. Off, such a step runs op by op, with neither, and reports each stage
+// at once (the exchange as before). On by default; NMT_OVERLAP_CAPTURE=0 or the setter turns it
+// off (read at every step).
+void set_overlap_capture(bool on);
+bool overlap_capture();
+
 // Whether the embeddings' dropout runs inside the embedding ops, and a GPU step takes its
 // embeddings' backward row order from the batch (data/batch.h add_row_orders) instead of sorting
 // on the device. On by default; NMT_EMBEDDING_FUSED=0 or the setter turns both off (read at every
@@ -123,8 +132,19 @@ class Transformer {
   // Called during forward_backward's backward for each parameter as soon as its gradient is final
   // for this batch (its kernels enqueued), in the order backward finishes them: the data-parallel
   // exchange starts buckets from it while backward goes on. Unset (the default) calls nothing.
+  // `progress` (optional, used where overlap_capture()): how far the exchange could go with these
+  // parameters finished this step (the data-parallel exchange: how many of its buckets, from the
+  // front, they complete). A function of its argument alone, so that a capture, which calls no
+  // hook, asks what the op-by-op step asks. Backward holds finished stages back and reports them
+  // together where the progress grows (and at the end), after flushing the queued weight
+  // gradients and deferred sums; a graphed step is cut only there. Without it every stage is
+  // reported (and flushed, and cut) as it finishes.
   using GradReadyHook = std::function<void(const Param&)>;
-  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+  using ExchangeProgress = std::function<int(const std::vector<const Param*>& finished)>;
+  void set_grad_ready_hook(GradReadyHook hook, ExchangeProgress progress = nullptr) {
+    grad_ready_ = std::move(hook);
+    exchange_progress_ = grad_ready_ ? std::move(progress) : nullptr;
+  }
 
   // Decoding entry points (beam search, engine/decode/; nmt-score), in transformer_decoding.cpp.
   // All run without dropout and return views into the model's arena, valid until the next call.
@@ -180,7 +200,10 @@ class Transformer {
   EmbeddingRowOrder row_order(bool target) const;  // in row_orders_buffer_
   // The parameters registered since `first` (an index into params_), as one backward stage.
   void add_stage(std::vector<std::vector<const Param*>>& stages, size_t first);
-  void stage_done(size_t stage) const;
+  // A backward stage has finished: under a grad-ready hook its parameters join pending_ready_,
+  // which report_pending() hands over where exchange_progress_ grows (or at the last stage).
+  void stage_done(size_t stage);
+  void report_pending();
   // Whether the model was planned to project every decoder layer's cross keys and values at once.
   bool cross_kv_all_layers_on() const { return cross_kv_ && cross_kv_->on(); }
 
@@ -204,6 +227,14 @@ class Transformer {
   // Parameters whose gradients backward finishes together, in backward order (see transformer.cpp).
   std::vector<std::vector<const Param*>> stages_;
   GradReadyHook grad_ready_;
+  ExchangeProgress exchange_progress_;
+  // Under a hook: the parameters finished this step, those not yet reported, and the progress at
+  // the last report; the running step's Cut (TrainGraphs; run now when op by op); whether this
+  // backward defers its second passes.
+  std::vector<const Param*> finished_, pending_ready_;
+  int reported_progress_ = 0;
+  const TrainGraphs::Cut* cut_ = nullptr;
+  bool deferring_sums_ = false;
   std::unique_ptr<TrainGraphs> graphs_;  // set_train_graphs(true) on the GPU
 
   Arena arena_;

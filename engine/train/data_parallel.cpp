@@ -52,6 +52,14 @@ void DataParallel::mark_ready(const Param& p) {
   if (buckets_) buckets_->mark_ready(p.offset, p.numel);
 }
 
+int DataParallel::buckets_completed_by(const std::vector<const Param*>& params) const {
+  if (!buckets_) return 0;
+  std::vector<ElementRange> ranges;
+  ranges.reserve(params.size());
+  for (const Param* p : params) ranges.push_back({p->offset, p->offset + p->numel});
+  return buckets_->leading_buckets_filled(ranges);
+}
+
 const GradExchangeStats& DataParallel::reduce_gradients() {
   if (!buckets_) return no_exchange_;
   buckets_->mark_all_ready();

@@ -41,6 +41,9 @@ class DataParallel {
   bool overlaps_backward() const { return buckets_ != nullptr && overlap_; }
   // During the last micro-batch's backward: p's gradient is final, its bucket may start.
   void mark_ready(const Param& p);
+  // How many buckets, from the front, these parameters' gradients fill (Transformer's
+  // ExchangeProgress: backward holds finished stages back until the count grows); 0 alone.
+  int buckets_completed_by(const std::vector<const Param*>& params) const;
   // After the last micro-batch's backward: sums the gradient buffer over ranks (no-op alone),
   // starting whatever mark_ready has not. Returns the exchange statistics of this step.
   const GradExchangeStats& reduce_gradients();

@@ -302,7 +302,9 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
     report_.train_flops += training_flops(model_->shape(), batch_dims(batch));
     // Only the last micro-batch's gradients are final: its backward starts the exchange.
     if (micro + 1 == cfg_.train.update_freq && dp_.overlaps_backward())
-      model_->set_grad_ready_hook([this](const Param& p) { dp_.mark_ready(p); });
+      model_->set_grad_ready_hook(
+          [this](const Param& p) { dp_.mark_ready(p); },
+          [this](const std::vector<const Param*>& ps) { return dp_.buckets_completed_by(ps); });
     LossSums s = model_->forward_backward(batch, ctx, label_smoothing_,
                                           static_cast<float>(loss_scaler_.scale()));
     model_->set_grad_ready_hook(nullptr);

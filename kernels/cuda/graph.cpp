@@ -45,6 +45,18 @@ void CapturedGraph::destroy() noexcept {
 }
 
 CapturedGraph CapturedGraph::capture(cudaStream_t stream, const std::function<void()>& enqueue) {
+  SegmentedCapture capture(stream);
+  enqueue();
+  return capture.finish();
+}
+
+void CapturedGraph::launch(cudaStream_t stream) const {
+  if (exec_ == nullptr) throw std::logic_error("CapturedGraph::launch: no graph was captured");
+  if (nodes_ > 0) CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+}
+
+SegmentedCapture::SegmentedCapture(cudaStream_t stream)
+    : stream_(stream), previous_(current_stream()) {
   if (stream == nullptr)
     throw std::invalid_argument(
         "CapturedGraph::capture: the legacy default stream cannot be captured; use a stream "
@@ -52,15 +64,19 @@ CapturedGraph CapturedGraph::capture(cudaStream_t stream, const std::function<vo
   // Thread-local mode: an unsafe call (cudaMalloc, a synchronisation) from this thread fails the
   // capture loudly; other threads (a GPU monitor, say) are not affected.
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  try {
-    StreamScope on_stream(stream);
-    enqueue();
-  } catch (...) {
-    abandon_capture(stream);
-    throw;
-  }
+  capturing_ = true;
+  set_current_stream(stream);
+}
+
+SegmentedCapture::~SegmentedCapture() {
+  if (capturing_) abandon_capture(stream_);
+  set_current_stream(previous_);
+}
+
+CapturedGraph SegmentedCapture::end() {
+  capturing_ = false;
   cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
   if (ended != cudaSuccess) {
     // cudaErrorStreamCaptureInvalidated: an op inside did something a graph cannot hold.
     if (graph != nullptr) cudaGraphDestroy(graph);
@@ -76,9 +92,17 @@ CapturedGraph CapturedGraph::capture(cudaStream_t stream, const std::function<vo
   return CapturedGraph(exec, nodes);
 }
 
-void CapturedGraph::launch(cudaStream_t stream) const {
-  if (exec_ == nullptr) throw std::logic_error("CapturedGraph::launch: no graph was captured");
-  CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+CapturedGraph SegmentedCapture::cut() {
+  if (!capturing_) throw std::logic_error("SegmentedCapture::cut: the capture has finished");
+  CapturedGraph graph = end();
+  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
+  return graph;
+}
+
+CapturedGraph SegmentedCapture::finish() {
+  if (!capturing_) throw std::logic_error("SegmentedCapture::finish: the capture has finished");
+  return end();
 }
 
 }  // namespace nmt::cuda

@@ -34,7 +34,8 @@ class CapturedGraph {
   // in every case, so the stream stays usable.
   static CapturedGraph capture(cudaStream_t stream, const std::function<void()>& enqueue);
 
-  // Enqueues one replay of the graph on `stream`, ordered after the work enqueued there before.
+  // Enqueues one replay of the graph on `stream`, ordered after the work enqueued there before (a
+  // graph of no nodes enqueues nothing).
   void launch(cudaStream_t stream) const;
 
   bool empty() const { return exec_ == nullptr; }
@@ -42,11 +43,36 @@ class CapturedGraph {
   size_t nodes() const { return nodes_; }
 
  private:
+  friend class SegmentedCapture;
   CapturedGraph(cudaGraphExec_t exec, size_t nodes) : exec_(exec), nodes_(nodes) {}
   void destroy() noexcept;
 
   cudaGraphExec_t exec_ = nullptr;
   size_t nodes_ = 0;
+};
+
+// One stream's work captured as consecutive graphs, cut where the host must act between them (a
+// training step whose backward hands finished gradients to the exchange, which a graph does not
+// hold: engine/model/train_graphs.h). The constructor begins capturing `stream` and makes it the
+// current stream; cut() ends the graph so far and begins the next; finish() ends the last. Nothing
+// runs on the device until the graphs are launched, in order. The same rules and errors as
+// CapturedGraph::capture; one left unfinished (its work threw) is abandoned by the destructor, so
+// the stream stays usable.
+class SegmentedCapture {
+ public:
+  explicit SegmentedCapture(cudaStream_t stream);
+  ~SegmentedCapture();
+  SegmentedCapture(const SegmentedCapture&) = delete;
+  SegmentedCapture& operator=(const SegmentedCapture&) = delete;
+
+  CapturedGraph cut();     // the graph since the last cut (or the start); the capture goes on
+  CapturedGraph finish();  // the last graph; the capture is over
+
+ private:
+  CapturedGraph end();  // ends the capture and instantiates its graph
+  cudaStream_t stream_;
+  cudaStream_t previous_;  // the current stream before the constructor
+  bool capturing_ = false;
 };
 
 }  // namespace nmt::cuda

@@ -212,6 +212,34 @@ TEST_CASE("GradBuckets without parameter ranges covers the buffer by size", "[co
   REQUIRE(buckets.stats().bytes == 40000);
 }
 
+TEST_CASE("GradBuckets::leading_buckets_filled counts the buckets ranges fill from the front",
+          "[comm][buckets]") {
+  SingleFixture f;
+  std::vector<float> grads(3000, 1.0f);
+  // Parameters [0, 600) [600, 1000) [1000, 1500) [1500, 3000); 960 f32 a bucket (a multiple of
+  // 64): buckets [0, 600) [600, 1500) [1500, 2460) [2460, 3000).
+  const std::vector<ElementRange> params = {{0, 600}, {600, 1000}, {1000, 1500}, {1500, 3000}};
+  GradBuckets buckets(*f.comm, Tensor(grads.data(), DType::f32, Device::cpu, {3000}), 4000, params);
+  REQUIRE(buckets.buckets().size() == 4);
+  REQUIRE(buckets.buckets()[1].begin == 600);
+  REQUIRE(buckets.buckets()[1].end == 1500);
+  CHECK(buckets.leading_buckets_filled({}) == 0);
+  CHECK(buckets.leading_buckets_filled({{600, 1000}}) == 0);
+  CHECK(buckets.leading_buckets_filled({{0, 600}}) == 1);
+  CHECK(buckets.leading_buckets_filled({{0, 600}, {600, 1000}}) == 1);      // half of the second
+  CHECK(buckets.leading_buckets_filled({{600, 1000}, {1000, 1500}}) == 0);  // not the first
+  CHECK(buckets.leading_buckets_filled({{600, 1000}, {1000, 1500}, {0, 600}}) == 2);
+  CHECK(buckets.leading_buckets_filled({{0, 1500}, {2460, 3000}}) == 2);
+  CHECK(buckets.leading_buckets_filled(params) == 4);
+  // The same answers whatever this step has marked (a capture asks without marking).
+  buckets.mark_ready(0, 600);
+  buckets.mark_ready(600, 400);
+  CHECK(buckets.leading_buckets_filled({{600, 1000}}) == 0);
+  CHECK(buckets.leading_buckets_filled({{0, 600}, {600, 1000}, {1000, 1500}}) == 2);
+  buckets.mark_all_ready();
+  buckets.finish();
+}
+
 TEST_CASE("tensor_checksum sees every bit and every position", "[comm][checksum]") {
   std::vector<float> data(1001);
   for (size_t i = 0; i < data.size(); ++i) data[i] = test::test_value(1, static_cast<int64_t>(i));

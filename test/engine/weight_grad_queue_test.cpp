@@ -103,7 +103,8 @@ TEST_CASE("with a grad-ready hook every reported gradient is already final", "[c
       std::memcpy(at_report.data() + p.offset, p.grad.f32(), p.numel * sizeof(float));
     });
     model.forward_backward(ragged_batch(), nmt::StepContext{3, 2, true}, 0.1f);
-    CHECK(model.queued_weight_grads() == 0);  // the hook kept every product in its layer
+    // Each stage's products ran before its report (report_pending): none were left for the end.
+    CHECK(model.queued_weight_grads() == 0);
     const nmt::Tensor g = model.params().grads();
     CHECK(std::memcmp(at_report.data(), g.f32(), at_report.size() * sizeof(float)) == 0);
   }

@@ -1,7 +1,7 @@
 // The LayerNorms' and the attention bias sums' second passes deferred to the end of backward
 // (set_defer_partial_sums, one launch for all) in whole GPU training steps: the loss and every
 // gradient keep the bits of the model that runs each pass at once, op by op and replayed from CUDA
-// graphs, f32 and bf16, post- and pre-norm; with a grad-ready hook nothing is deferred.
+// graphs, f32 and bf16, post- and pre-norm; with a grad-ready hook they run before each report.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,7 +66,7 @@ TEST_CASE("deferred LayerNorm second passes: the same step, bit for bit",
         CHECK(nmt::test::grads_differing(*now, *graphed) == std::vector<std::string>{});
       }
       // With a grad-ready hook (the overlapped exchange reads each stage as backward ends it),
-      // every pass runs at once.
+      // the passes recorded so far run before each report: none are left for the end.
       int reported = 0;
       later->set_grad_ready_hook([&](const nmt::Param&) { ++reported; });
       later->zero_grads();

@@ -37,14 +37,18 @@ struct PackTables {
   int lengths[2][kMaxPack];
 };
 
+// Called by the whole block once, before its first item; ends with the barrier that makes the
+// tables visible to every thread.
 __device__ __forceinline__ void fill_pack_rows(PackTables& t, const Params& p) {
   const int r = static_cast<int>(threadIdx.x);
-  if (r >= kTile) return;
-  const bool query = r < p.pack * p.q_len, key = r < p.pack * p.kv_len;
-  t.query_sentence[r] = static_cast<int8_t>(query ? r / p.q_len : -1);
-  t.query_position[r] = static_cast<int8_t>(query ? r % p.q_len : 0);
-  t.key_sentence[r] = static_cast<int8_t>(key ? r / p.kv_len : -1);
-  t.key_position[r] = static_cast<int8_t>(key ? r % p.kv_len : 0);
+  if (r < kTile) {
+    const bool query = r < p.pack * p.q_len, key = r < p.pack * p.kv_len;
+    t.query_sentence[r] = static_cast<int8_t>(query ? r / p.q_len : -1);
+    t.query_position[r] = static_cast<int8_t>(query ? r % p.q_len : 0);
+    t.key_sentence[r] = static_cast<int8_t>(key ? r / p.kv_len : -1);
+    t.key_position[r] = static_cast<int8_t>(key ? r % p.kv_len : 0);
+  }
+  __syncthreads();
 }
 
 // The first sentence of an item, and how many it has (the last group may be short).
@@ -54,6 +58,27 @@ __device__ __forceinline__ int pack_first(const Params& p, int item) {
 __device__ __forceinline__ int pack_count(const Params& p, int item) {
   const int left = p.batch - pack_first(p, item);
   return left < p.pack ? left : p.pack;
+}
+
+// An item's first sentence and how many it holds: one (sentence, head) item each, or PACKED's
+// consecutive sentences of one head.
+struct ItemSentences {
+  int first, count;
+};
+template <bool PACKED>
+__device__ __forceinline__ ItemSentences item_sentences(const Params& p, int item) {
+  if constexpr (PACKED) return {pack_first(p, item), pack_count(p, item)};
+  return {item / p.heads, 1};
+}
+
+// Whether key row `row` of an item's K and V tiles holds a real key: below the sentence's length
+// (`length`, the one-sentence kernels'), or for a packed item below its own sentence's length.
+template <bool PACKED>
+__device__ __forceinline__ bool key_row_valid(const Params& p, ItemSentences s, int length,
+                                              int row) {
+  if constexpr (PACKED)
+    return row < s.count * p.kv_len && row % p.kv_len < clamped_length(p, s.first + row / p.kv_len);
+  return row < length;
 }
 
 // The item's sentence lengths into stage `stage` (threads 0 .. kMaxPack - 1; visible after the

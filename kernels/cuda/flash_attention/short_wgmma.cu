@@ -195,25 +195,17 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
   uint8_t* s_keep = smem + 6 * kOperandBytes<D>;  // [query][key]
   PackTables& pack = *reinterpret_cast<PackTables*>(s_keep + kTile * kMaskStride);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if constexpr (PACKED) {
-    fill_pack_rows(pack, p);
-    __syncthreads();  // the tables before any thread reads them (once a kernel)
-  }
+  if constexpr (PACKED) fill_pack_rows(pack, p);  // with its barrier: the tables before any use
   auto load_item = [&](int item, int stage, int length) {
     const int h = item % p.heads;
-    const int first = PACKED ? pack_first(p, item) : item / p.heads;
-    const int64_t q_row0 = static_cast<int64_t>(first) * p.q_len;
-    const int64_t kv_row0 = static_cast<int64_t>(first) * p.kv_len;
-    const int count = PACKED ? pack_count(p, item) : 1;
+    const ItemSentences s = item_sentences<PACKED>(p, item);
+    const int64_t q_row0 = static_cast<int64_t>(s.first) * p.q_len;
+    const int64_t kv_row0 = static_cast<int64_t>(s.first) * p.kv_len;
     wgmma::load_swizzled<T, D, kThreads>(tile(stage, 0),
                                          static_cast<const T*>(p.q) + q_row0 * p.q_stride + h * D,
-                                         p.q_stride, count * p.q_len, threadIdx.x);
-    // A packed item's keys: each sentence's rows up to its length (the rest zeroed).
-    auto key_valid = [&](int row) {
-      if constexpr (PACKED)
-        return row < count * p.kv_len && row % p.kv_len < clamped_length(p, first + row / p.kv_len);
-      return row < length;
-    };
+                                         p.q_stride, s.count * p.q_len, threadIdx.x);
+    // Key rows past a sentence's length are zeroed.
+    auto key_valid = [&](int row) { return key_row_valid<PACKED>(p, s, length, row); };
     wgmma::load_swizzled_rows<T, D, kThreads>(
         tile(stage, 1), static_cast<const T*>(p.k) + kv_row0 * p.k_stride + h * D, p.k_stride,
         key_valid, threadIdx.x);
@@ -225,8 +217,8 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
   for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     wgmma::fence_async_proxy();
     const int h = item % p.heads;
-    const int first = PACKED ? pack_first(p, item) : item / p.heads;
-    const int count = PACKED ? pack_count(p, item) : 1;
+    const ItemSentences sentences = item_sentences<PACKED>(p, item);
+    const int first = sentences.first, count = sentences.count;
     if (p.dropout_p > 0.0f) fill_item_dropout<PACKED>(s_keep, p, item);
     __syncthreads();
     if (p.dropout_p > 0.0f && p.keep_bits != nullptr) {
@@ -337,14 +329,11 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
   PackTables& pack = *reinterpret_cast<PackTables*>(s_halves + kBiasOperands * 64);
   const bool saved_bits = p.dropout_p > 0.0f && p.keep_bits != nullptr;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-  if constexpr (PACKED) {
-    fill_pack_rows(pack, p);
-    __syncthreads();  // the tables before any thread reads them (expand_keep_bits, first item)
-  }
+  if constexpr (PACKED) fill_pack_rows(pack, p);  // with its barrier: the tables before any use
   auto load_item = [&](int item, int stage, int length) {
     const int h = item % p.heads;
-    const int first = PACKED ? pack_first(p, item) : item / p.heads;
-    const int count = PACKED ? pack_count(p, item) : 1;
+    const ItemSentences s = item_sentences<PACKED>(p, item);
+    const int first = s.first, count = s.count;
     const int64_t q_row0 = static_cast<int64_t>(first) * p.q_len;
     const int64_t kv_row0 = static_cast<int64_t>(first) * p.kv_len;
     auto load = [&](int operand, const void* base, int64_t row0, int64_t stride, auto&& valid) {
@@ -352,12 +341,8 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
                                                 static_cast<const T*>(base) + row0 * stride + h * D,
                                                 stride, valid, threadIdx.x);
     };
-    // A packed item's keys: each sentence's rows up to its length (the rest zeroed).
-    auto key_valid = [&](int row) {
-      if constexpr (PACKED)
-        return row < count * p.kv_len && row % p.kv_len < clamped_length(p, first + row / p.kv_len);
-      return row < length;
-    };
+    // Key rows past a sentence's length are zeroed.
+    auto key_valid = [&](int row) { return key_row_valid<PACKED>(p, s, length, row); };
     auto query_valid = [&](int row) { return row < count * p.q_len; };
     load(0, p.k, kv_row0, p.k_stride, key_valid);
     load(1, p.v, kv_row0, p.v_stride, key_valid);
@@ -388,8 +373,8 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
   for_each_item_prefetched(p, load_item, [&](int item, int stage, int length) {
     wgmma::fence_async_proxy();
     const int h = item % p.heads;
-    const int first = PACKED ? pack_first(p, item) : item / p.heads;
-    const int count = PACKED ? pack_count(p, item) : 1;
+    const ItemSentences sentences = item_sentences<PACKED>(p, item);
+    const int first = sentences.first, count = sentences.count;
     const bool dropout = p.dropout_p > 0.0f;
     // Each thread expands the words it loaded itself (complete at the prefetch's wait).
     if (saved_bits) {
