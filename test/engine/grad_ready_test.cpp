@@ -14,22 +14,26 @@ struct Call {
   int64_t begin, end;
 };
 
+nmt::ModelShape small_shape(bool pre_norm, bool shared) {
+  nmt::ModelShape s;
+  s.vocab = 29;
+  s.d_model = 16;
+  s.heads = 2;
+  s.ffn_dim = 24;
+  s.encoder_layers = 2;
+  s.decoder_layers = 3;
+  s.pre_norm = pre_norm;
+  s.shared_embeddings = shared;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("backward reports each parameter once, stage by stage in layout order", "[cpu][ddp]") {
   for (bool pre_norm : {false, true})
     for (bool shared : {false, true}) {
       INFO("pre_norm " << pre_norm << ", shared embeddings " << shared);
-      nmt::ModelShape s;
-      s.vocab = 29;
-      s.d_model = 16;
-      s.heads = 2;
-      s.ffn_dim = 24;
-      s.encoder_layers = 2;
-      s.decoder_layers = 3;
-      s.pre_norm = pre_norm;
-      s.shared_embeddings = shared;
-      nmt::Transformer model(s, nmt::Device::cpu, 64, 16);
+      nmt::Transformer model(small_shape(pre_norm, shared), nmt::Device::cpu, 64, 16);
       model.params().initialize(1);
       std::vector<Call> calls;
       model.set_grad_ready_hook([&](const nmt::Param& p) {
@@ -67,14 +71,7 @@ TEST_CASE("backward reports each parameter once, stage by stage in layout order"
 
 TEST_CASE("with an ExchangeProgress, finished stages are held back until it grows, and final",
           "[cpu][ddp]") {
-  nmt::ModelShape s;
-  s.vocab = 29;
-  s.d_model = 16;
-  s.heads = 2;
-  s.ffn_dim = 24;
-  s.encoder_layers = 2;
-  s.decoder_layers = 3;
-  nmt::Transformer model(s, nmt::Device::cpu, 64, 16);
+  nmt::Transformer model(small_shape(false, true), nmt::Device::cpu, 64, 16);
   model.params().initialize(1);
   const int64_t third = model.params().total_elements() / 3;
   std::vector<const nmt::Param*> reported;

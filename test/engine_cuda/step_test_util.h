@@ -109,6 +109,20 @@ inline void check_steps_match(
   }
 }
 
+// The graph counters of a model with CUDA graphs on after the A B A B A A steps above (or a
+// suite's own of that pattern): each shape's first step op by op, its second captured, the later
+// ones replayed, and no capture given up.
+inline const TrainGraphStats& check_abab_graph_counts(const Transformer& model) {
+  const TrainGraphStats* stats = model.train_graph_stats();
+  REQUIRE(stats != nullptr);
+  INFO("graphs given up: " << stats->failure);
+  CHECK(stats->failure.empty());
+  CHECK(stats->eager_steps == 2);
+  CHECK(stats->captures == 2);
+  CHECK(stats->replays == 4);
+  return *stats;
+}
+
 // The parameters whose gradients differ in any bit between two models of one shape.
 inline std::vector<std::string> grads_differing(Transformer& a, Transformer& b) {
   std::vector<std::string> names;
