@@ -265,8 +265,9 @@ std::vector<ConfigKey> build_keys() {
       key("train.cuda_graphs", kTrain, &T::cuda_graphs,
           "GPU only: capture each batch shape's forward and backward into a CUDA graph at the "
           "shape's second step and replay it after (one launch instead of ~430; the same bits). "
-          "Steps whose gradient exchange overlaps backward (several ranks, dist.overlap) run op "
-          "by op. A capture that fails turns graphs off for the run, with a note at its end."),
+          "Steps whose gradient exchange overlaps backward (several ranks, dist.overlap) replay "
+          "as graph segments cut where a bucket's all-reduce starts (NMT_OVERLAP_CAPTURE=0: op "
+          "by op). A capture that fails turns graphs off for the run, with a note at its end."),
       key("train.label_smoothing", kTrain, &T::label_smoothing, unit_interval_open(),
           "Label smoothing of the cross-entropy loss (OpenSeq2Seq: loss_params.label_smoothing)."),
       key("train.clip_norm", kTrain, &T::clip_norm, at_least(0),
