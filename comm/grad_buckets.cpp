@@ -19,6 +19,13 @@ std::string range_text(int64_t begin, int64_t end) {
 
 }  // namespace
 
+template <class AddOverlap>
+void GradBuckets::for_each_overlap(int64_t begin, int64_t end, AddOverlap&& add) const {
+  for (int b = bucket_of(begin); b < static_cast<int>(buckets_.size()) && buckets_[b].begin < end;
+       ++b)
+    add(b, std::min(end, buckets_[b].end) - std::max(begin, buckets_[b].begin));
+}
+
 std::vector<ElementRange> plan_buckets(int64_t total, size_t element_bytes, size_t bucket_bytes,
                                        std::vector<ElementRange> params) {
   if (total < 0 || element_bytes == 0) {
@@ -141,10 +148,7 @@ void GradBuckets::mark_ready(int64_t offset, int64_t count) {
   marked_.emplace(offset, end);
   marked_elements_ += count;
 
-  for (int b = bucket_of(offset); b < static_cast<int>(buckets_.size()) && buckets_[b].begin < end;
-       ++b) {
-    remaining_[b] -= std::min(end, buckets_[b].end) - std::max(offset, buckets_[b].begin);
-  }
+  for_each_overlap(offset, end, [&](int b, int64_t overlap) { remaining_[b] -= overlap; });
   // Buckets start strictly in index order, as soon as every bucket before them has started: every
   // rank then issues the same collectives in the same order even if backward marks parameters in
   // a different order on different ranks (MPI and NCCL both require that order to match).
@@ -162,9 +166,8 @@ int GradBuckets::leading_buckets_filled(const std::vector<ElementRange>& ranges)
   std::vector<int64_t> covered(buckets_.size(), 0);
   for (const ElementRange& r : ranges) {
     if (r.size() <= 0 || r.begin >= total_ || r.end <= 0) continue;
-    const int first = bucket_of(std::max<int64_t>(r.begin, 0));
-    for (int b = first; b < static_cast<int>(buckets_.size()) && buckets_[b].begin < r.end; ++b)
-      covered[b] += std::min(r.end, buckets_[b].end) - std::max(r.begin, buckets_[b].begin);
+    for_each_overlap(std::max<int64_t>(r.begin, 0), r.end,
+                     [&](int b, int64_t overlap) { covered[b] += overlap; });
   }
   int filled = 0;
   while (filled < static_cast<int>(buckets_.size()) && covered[filled] >= buckets_[filled].size())

@@ -104,6 +104,9 @@ class GradBuckets {
   };
 
   void start_buckets(int first, int last);  // inclusive range of buckets that became ready
+  // add(b, n) for each bucket b that [begin, end) overlaps by n > 0 elements (begin in the buffer).
+  template <class AddOverlap>
+  void for_each_overlap(int64_t begin, int64_t end, AddOverlap&& add) const;
   cudaStream_t compute_stream() const;      // the one set, else the current stream
   void poll();
   void wait_all();

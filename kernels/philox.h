@@ -66,12 +66,13 @@ NMT_HOST_DEVICE Philox4 philox_block(const RngKey& key, uint64_t block) {
                     static_cast<uint32_t>(key.seed >> 32));
 }
 
-// Uniform float in [0, 1) for one element of a stream (initialisation, synthetic data; dropout
-// draws dropout_uniform, below). Four consecutive elements share one Philox call (counter =
-// element / 4), so a vectorised kernel can draw four at a time.
+// A Philox word's top 24 bits as a uniform float in [0, 1).
 NMT_HOST_DEVICE float uniform_of_word(uint32_t word) {
   return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
 }
+// Uniform float in [0, 1) for one element of a stream (initialisation, synthetic data; dropout
+// draws dropout_uniform, below). Four consecutive elements share one Philox call (counter =
+// element / 4), so a vectorised kernel can draw four at a time.
 NMT_HOST_DEVICE float rng_uniform(const RngKey& key, uint64_t element) {
   return uniform_of_word(philox_block(key, element >> 2).v[element & 3]);
 }

@@ -235,9 +235,8 @@ void Transformer::add_stage(std::vector<std::vector<const Param*>>& stages, size
 void Transformer::stage_done(size_t stage) {
   if (!grad_ready_) return;
   const std::vector<const Param*>& done = stages_.at(stage);
-  pending_ready_.insert(pending_ready_.end(), done.begin(), done.end());
   finished_.insert(finished_.end(), done.begin(), done.end());
-  if (pending_ready_.empty()) return;
+  if (finished_.size() == reported_) return;  // nothing new to report
   const bool last = stage + 1 == stages_.size();
   if (last || !exchange_progress_ || !overlap_capture()) return report_pending();
   const int progress = exchange_progress_(finished_);
@@ -248,14 +247,16 @@ void Transformer::stage_done(size_t stage) {
 
 void Transformer::report_pending() {
   // What is held back may belong to the pending parameters: their gradients are final only after.
+  // (Passes are recorded only while backward defers them, so any recorded ones go out here.)
   if (!dw_queue_.empty()) dw_queue_.flush();
-  if (deferred_sums_.recorded() > 0)
-    deferred_sums_.flush(deferring_sums_ ? cuda::current_stream() : nullptr);
+  if (deferred_sums_.recorded() > 0) deferred_sums_.flush(cuda::current_stream());
   // The hook as it is when `after` runs (a graph's replays run it at later steps).
-  auto report = [this, params = std::move(pending_ready_)] {
+  auto report = [this,
+                 params = std::vector<const Param*>(
+                     finished_.begin() + static_cast<std::ptrdiff_t>(reported_), finished_.end())] {
     for (const Param* p : params) grad_ready_(*p);
   };
-  pending_ready_.clear();
+  reported_ = finished_.size();
   (cut_ != nullptr ? *cut_ : TrainGraphs::run_now())(report);
 }
 
@@ -377,8 +378,8 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
   const StepContext step_ctx = with_step_on_device(ctx);
   auto step = [&](const TrainGraphs::Cut& cut) {
     cut_ = &cut;
-    pending_ready_.clear();
     finished_.clear();
+    reported_ = 0;
     reported_progress_ = 0;
     try {
       enqueue_forward_backward(step_ctx, label_smoothing, loss_scale);
@@ -427,7 +428,6 @@ void Transformer::backward(Tensor& d_dec) {
   dw_queue_.set_enabled(queue_planned_ && keep_levers);
   deferred_sums_.clear();
   const bool defer_sums = deferred_partials_.capacity > 0 && keep_levers;
-  deferring_sums_ = defer_sums;
   // Active from here to the flush below (reset there), so no LayerNorm after it is recorded.
   std::optional<cuda::DeferPartialSums> deferring(std::in_place,
                                                   defer_sums ? &deferred_sums_ : nullptr);

@@ -200,8 +200,9 @@ class Transformer {
   EmbeddingRowOrder row_order(bool target) const;  // in row_orders_buffer_
   // The parameters registered since `first` (an index into params_), as one backward stage.
   void add_stage(std::vector<std::vector<const Param*>>& stages, size_t first);
-  // A backward stage has finished: under a grad-ready hook its parameters join pending_ready_,
-  // which report_pending() hands over where exchange_progress_ grows (or at the last stage).
+  // A backward stage has finished: under a grad-ready hook its parameters join finished_, and
+  // report_pending() hands over those not reported yet where exchange_progress_ grows (or at the
+  // last stage).
   void stage_done(size_t stage);
   void report_pending();
   // Whether the model was planned to project every decoder layer's cross keys and values at once.
@@ -228,13 +229,13 @@ class Transformer {
   std::vector<std::vector<const Param*>> stages_;
   GradReadyHook grad_ready_;
   ExchangeProgress exchange_progress_;
-  // Under a hook: the parameters finished this step, those not yet reported, and the progress at
-  // the last report; the running step's Cut (TrainGraphs; run now when op by op); whether this
-  // backward defers its second passes.
-  std::vector<const Param*> finished_, pending_ready_;
+  // Under a hook: the parameters finished this step in backward order, how many of them are
+  // reported, and the progress at the last report; the running step's Cut (TrainGraphs; run now
+  // when op by op).
+  std::vector<const Param*> finished_;
+  size_t reported_ = 0;
   int reported_progress_ = 0;
   const TrainGraphs::Cut* cut_ = nullptr;
-  bool deferring_sums_ = false;
   std::unique_ptr<TrainGraphs> graphs_;  // set_train_graphs(true) on the GPU
 
   Arena arena_;

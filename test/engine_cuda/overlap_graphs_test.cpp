@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "engine/model/transformer.h"
@@ -51,16 +50,14 @@ void hook_recording(nmt::Transformer& model, Reports& r) {
       });
 }
 
-double max_abs_difference(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
-                          double* largest) {
+// max |a - b| over two gradient buffers; *largest = max |b|.
+double max_abs_difference(const nmt::Tensor& a, const nmt::Tensor& b, double* largest) {
+  const std::vector<float> x = nmt::test::values_of(a), y = nmt::test::values_of(b);
   double worst = 0;
   *largest = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    float x = 0, y = 0;
-    std::memcpy(&x, &a[i], sizeof(float));
-    std::memcpy(&y, &b[i], sizeof(float));
-    worst = std::fmax(worst, std::fabs(static_cast<double>(x) - y));
-    *largest = std::fmax(*largest, std::fabs(static_cast<double>(y)));
+  for (size_t i = 0; i < x.size(); ++i) {
+    worst = std::fmax(worst, std::fabs(static_cast<double>(x[i]) - y[i]));
+    *largest = std::fmax(*largest, std::fabs(static_cast<double>(y[i])));
   }
   return worst;
 }
@@ -111,8 +108,8 @@ TEST_CASE("a hooked step from graph segments reports what the op-by-op step repo
         }
         // Without a hook the queue runs its products in other groups: the same sums to rounding.
         double largest = 0;
-        const double worst = max_abs_difference(bits_of(plain.params().grads()),
-                                                bits_of(eager.params().grads()), &largest);
+        const double worst =
+            max_abs_difference(plain.params().grads(), eager.params().grads(), &largest);
         CHECK(worst <= 1e-5 * largest);
         if (i == 2) {  // the capture: one segment per report, and the rest of the step
           const nmt::TrainGraphStats* stats = graphed.train_graph_stats();
@@ -138,8 +135,8 @@ TEST_CASE("a hooked step from graph segments reports what the op-by-op step repo
       CHECK(graphed.queued_weight_grads() == 0);
       CHECK(stats->overlapped == 1);
       double largest = 0;
-      CHECK(max_abs_difference(bits_of(graphed.params().grads()), bits_of(eager.params().grads()),
-                               &largest) <= 1e-5 * largest);
+      CHECK(max_abs_difference(graphed.params().grads(), eager.params().grads(), &largest) <=
+            1e-5 * largest);
     }
   }
 }

@@ -53,10 +53,14 @@ inline Batch batch_of_shape(int which) {
 }
 
 // The values of t (any float dtype, either device), as f32 bit patterns.
-inline std::vector<uint32_t> bits_of(const Tensor& t) {
+inline std::vector<float> values_of(const Tensor& t) {
   std::vector<float> values(static_cast<size_t>(t.numel()));
   Tensor host(values.data(), DType::f32, Device::cpu, {t.numel()});
   copy_tensor(t.reshaped({t.numel()}), host);
+  return values;
+}
+inline std::vector<uint32_t> bits_of(const Tensor& t) {
+  const std::vector<float> values = values_of(t);
   std::vector<uint32_t> bits(values.size());
   std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
   return bits;
