@@ -8,9 +8,9 @@
 // With dropout and p.keep_bits, the forward also stores its keep mask as bits (64 a query row) and
 // the backward loads them with the item's tiles instead of drawing the Philox numbers again.
 // Given bias gradients, the backward also sums the columns of the dQ, dK, dV tiles it has staged
-// for their stores (one partial sum per item and column), and an ordered second pass
-// (kernels/cuda/reduce.h) adds the sentences' partials to the bias gradients: at once, or at the
-// flush of an active PartialSumDeferral (the same bits either way).
+// for their stores (one partial sum per sentence, head and column, on the tensor cores), and an
+// ordered second pass (kernels/cuda/reduce.h) adds the sentences' partials to the bias gradients:
+// at once, or at the flush of an active PartialSumDeferral (the same bits either way).
 #include <optional>
 
 #include "kernels/cuda/check.h"
@@ -107,43 +107,63 @@ __device__ __forceinline__ void expand_keep_bits(uint8_t* keep, const uint32_t* 
   }
 }
 
-// Column sums of an item's staged dQ, dK, dV tiles ([64][64] swizzled, rows past q_len or kv_len
-// not counted) into p.bias_partials[sentence][operand][head * 64 + column] (item = sentence *
-// heads + head), each in one fixed order so the bits never change: thread t sums column t % 64
-// over rows 32 * (t / 64) .. + 31 in row order, and the first half adds the second half's sum
-// (passed through s_halves, [kBiasOperands][64] f32) to its own. Called by the whole block once
-// every warp's rows are staged.
+// The A fragment of k16 step kk of an indicator matrix whose row m (a sentence of the item, m <
+// count) has 1 in the columns of tile rows m * len .. m * len + len - 1 and 0 elsewhere: the
+// calling thread's rows g and g + 8 of its warp's 16, where only a warp with `owner` has ones
+// (rows g + 8 never do: kMaxPack <= 8).
+template <typename T>
+__device__ __forceinline__ void sentence_indicator(uint32_t (&a)[4], int kk, int len, int count,
+                                                   bool owner, int g, int t4) {
+  const int lo = g * len, hi = owner && g < count ? lo + len : lo;  // [lo, hi) of tile rows
+  auto one = [&](int row) { return row >= lo && row < hi ? 1.0f : 0.0f; };
+  const int row = 16 * kk + 2 * t4;
+  a[0] = pack2<T>(one(row), one(row + 1));
+  a[1] = 0u;
+  a[2] = pack2<T>(one(row + 8), one(row + 9));
+  a[3] = 0u;
+}
+
+// Column sums of an item's staged dQ, dK, dV tiles ([64][64] swizzled) per sentence, into
+// p.bias_partials[sentence][operand][head * 64 + column], on the tensor cores: one accumulator
+// gets I_q dQ + I_k dK + I_v dV, where indicator I_o (sentence_indicator) is nonzero only in the
+// rows of warp o, so warp o's rows 0..count-1 end up holding operand o's per-sentence sums (rows
+// past a sentence's length are not counted). The products multiply the stored values by 1 and add
+// them in f32 in the hardware's fixed order, so the sums are the stored gradients' and their bits
+// never change; about 25 instructions a thread instead of the 800 of a column walk through shared
+// memory (the backward's largest share before). Called by the whole warpgroup once every warp's
+// rows are staged and visible to the async proxy.
 template <typename T>
 __device__ __forceinline__ void store_bias_partials(const Params& p, const T* s_dq, const T* s_dk,
-                                                    const T* s_dv, float* s_halves, int item) {
-  const int column = threadIdx.x % 64, half = threadIdx.x / 64;
+                                                    const T* s_dv, ItemSentences sentences,
+                                                    int head) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const T* tiles[kBiasOperands] = {s_dq, s_dk, s_dv};
-  const int rows[kBiasOperands] = {p.q_len, p.kv_len, p.kv_len};
-  float sums[kBiasOperands];
+  const int lengths[kBiasOperands] = {p.q_len, p.kv_len, p.kv_len};
+  uint32_t a[kBiasOperands][4][4];
 #pragma unroll
-  for (int o = 0; o < kBiasOperands; ++o) {
-    float sum = 0.0f;
-#pragma unroll 8
-    for (int i = 0; i < 32; ++i) {  // a fixed count, unrolled: the loads issue ahead of the adds
-      const int row = 32 * half + i;
-      if (row < rows[o]) sum += to_float(tiles[o][wgmma::swizzled_offset(row, column)]);
-    }
-    sums[o] = sum;
-  }
-  if (half == 1) {
+  for (int o = 0; o < kBiasOperands; ++o)
 #pragma unroll
-    for (int o = 0; o < kBiasOperands; ++o) s_halves[o * 64 + column] = sums[o];
-  }
-  __syncthreads();  // the second halves' sums are in s_halves
-  if (half == 0) {
-    const int64_t width = static_cast<int64_t>(p.heads) * 64;  // one operand's bias columns
-    float* partials = p.bias_partials +
-                      static_cast<int64_t>(item / p.heads) * kBiasOperands * width +
-                      (item % p.heads) * 64;
+    for (int kk = 0; kk < 4; ++kk)
+      sentence_indicator<T>(a[o][kk], kk, lengths[o], sentences.count, warp == o, g, t4);
+  float sums[8][4];
+  wgmma::fence();
 #pragma unroll
-    for (int o = 0; o < kBiasOperands; ++o)
-      partials[o * width + column] = sums[o] + s_halves[o * 64 + column];
-  }
+  for (int o = 0; o < kBiasOperands; ++o)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma::mma_rs<T, true>(sums, a[o][kk], wgmma::desc_mn_major_tile(tiles[o], 0, kk),
+                             o > 0 || kk > 0);
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::hold(sums);
+  if (warp >= kBiasOperands || g >= sentences.count) return;
+  const int64_t width = static_cast<int64_t>(p.heads) * 64;  // one operand's bias columns
+  float* partials = p.bias_partials +
+                    (static_cast<int64_t>(sentences.first + g) * kBiasOperands + warp) * width +
+                    head * 64 + 2 * t4;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+    *reinterpret_cast<float2*>(partials + 8 * nt) = make_float2(sums[nt][0], sums[nt][1]);
 }
 
 // An item's dropout mask into the tile: only its q_len x kv_len entries (each packed sentence's in
@@ -156,31 +176,6 @@ __device__ __forceinline__ void fill_item_dropout(uint8_t* keep, const Params& p
   else
     fill_dropout_part(keep, p.key, p.dropout_p, static_cast<uint64_t>(item) * p.q_len * p.kv_len,
                       p.kv_len, static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
-}
-
-// store_bias_partials for a packed item: each sentence's rows of the staged tiles summed in row
-// order into its own partials, by the threads of half s % 2. A one-sentence item of at most 32 rows
-// sums the same rows in the same order and then adds the empty second half's 0: so is this.
-template <typename T>
-__device__ __forceinline__ void store_pack_bias_partials(const Params& p, const T* s_dq,
-                                                         const T* s_dk, const T* s_dv, int item) {
-  const int column = threadIdx.x % 64, half = threadIdx.x / 64;
-  const T* tiles[kBiasOperands] = {s_dq, s_dk, s_dv};
-  const int rows[kBiasOperands] = {p.q_len, p.kv_len, p.kv_len};
-  const int64_t width = static_cast<int64_t>(p.heads) * 64;  // one operand's bias columns
-  const int first = pack_first(p, item), count = pack_count(p, item);
-  for (int sentence = half; sentence < count; sentence += 2) {
-    float* partials = p.bias_partials +
-                      static_cast<int64_t>(first + sentence) * kBiasOperands * width +
-                      (item % p.heads) * 64 + column;
-#pragma unroll
-    for (int o = 0; o < kBiasOperands; ++o) {
-      float sum = 0.0f;
-      for (int i = 0; i < rows[o]; ++i)
-        sum += to_float(tiles[o][wgmma::swizzled_offset(sentence * rows[o] + i, column)]);
-      partials[o * width] = sum + 0.0f;
-    }
-  }
 }
 
 // PACKED: items of p.pack > 1 sentences (short_pack.cuh); otherwise one (sentence, head) each.
@@ -308,11 +303,11 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
 // summed from the Pᵀ and dPᵀ Z registers (over the warp's keys with shuffles, then over the warps
 // through s_red in warp order) rather than from a staged out tile (8 KiB a stage). Masked keys have
 // P = 0, dropped ones Z = 0, and padded queries dP = 0 (their dO rows are zero-filled), so none
-// adds to it. Shared memory (74,816 bytes with the alignment slack: 3 blocks an SM on H100, with at
+// adds to it. Shared memory (74,048 bytes with the alignment slack: 3 blocks an SM on H100, with at
 // most 168 registers): two stages of K, V, Q, dO tiles; within an item dSᵀ goes into V's slot (free
 // once dPᵀ is done), dV into Q's (once dK is), dQ into dO's and dK into K's; then lse [2][64],
-// s_red [64][4] f32, the keep mask, the keep words, the bias sums' halves and the packing tables
-// (PackTables, used where PACKED).
+// s_red [64][4] f32, the keep mask, the keep words and the packing tables (PackTables, used where
+// PACKED).
 template <typename T, bool PACKED>
 __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const Params p) {
   constexpr int D = 64, kWarps = kThreads / 32;
@@ -325,8 +320,7 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
   float* s_red = s_lse + 2 * kTile;  // [kTile][kWarps], 16-byte aligned rows
   uint8_t* s_keep = reinterpret_cast<uint8_t*>(s_red + kTile * kWarps);          // [query][key]
   uint32_t* s_bits = reinterpret_cast<uint32_t*>(s_keep + kTile * kMaskStride);  // [2][kTile][2]
-  float* s_halves = reinterpret_cast<float*>(s_bits + 2 * kTile * 2);  // [kBiasOperands][64]
-  PackTables& pack = *reinterpret_cast<PackTables*>(s_halves + kBiasOperands * 64);
+  PackTables& pack = *reinterpret_cast<PackTables*>(s_bits + 2 * kTile * 2);
   const bool saved_bits = p.dropout_p > 0.0f && p.keep_bits != nullptr;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   if constexpr (PACKED) fill_pack_rows(pack, p);  // with its barrier: the tables before any use
@@ -521,12 +515,11 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
                             count * p.kv_len, warp, lane);
     if (p.bias_partials != nullptr) {
       // The staged rows are the stored values, so their sums are the stored gradients' sums. The
-      // loop's closing barrier keeps the next prefetch off these tiles until the sums are done.
-      __syncthreads();  // every warp's dQ and dK rows staged (its dV rows were before the last)
-      if constexpr (PACKED)
-        store_pack_bias_partials<T>(p, s_do, s_k, s_q, item);
-      else
-        store_bias_partials<T>(p, s_do, s_k, s_q, s_halves, item);
+      // sums' products are complete before the loop's closing barrier, which keeps the next
+      // prefetch off these tiles.
+      wgmma::fence_async_proxy();
+      __syncthreads();  // every warp's dQ, dK and dV rows staged
+      store_bias_partials<T>(p, s_do, s_k, s_q, sentences, h);
     }
   });
 }
@@ -574,14 +567,12 @@ bool launch_backward_short_wgmma(DType dtype, Params given, const AttentionBiasG
   dispatch(dtype, 64, [&](auto type_tag, auto) {
     using T = typename decltype(type_tag)::type;
     static int slots[2] = {};  // one sentence an item, packed
-    // Tiles (two stages of k, v, q, d_out), lse, the delta partials, keep mask, keep words, the
-    // bias sums' halves (always counted, so one size serves both uses) and the packing tables:
-    // 74,816 bytes, within the 76,800 that let 3 blocks share an H100 SM (228 KiB, 1 KiB reserved
-    // a block).
+    // Tiles (two stages of k, v, q, d_out), lse, the delta partials, keep mask, keep words and
+    // the packing tables: 74,048 bytes, within the 76,800 that let 3 blocks share an H100 SM (228
+    // KiB, 1 KiB reserved a block).
     const size_t smem = 1024 + 8 * kOperandBytes<64> + 2 * kTile * sizeof(float) +
                         kTile * (kThreads / 32) * sizeof(float) + kTile * kMaskStride +
-                        2 * 2 * kTile * sizeof(uint32_t) + kBiasOperands * 64 * sizeof(float) +
-                        sizeof(PackTables);
+                        2 * 2 * kTile * sizeof(uint32_t) + sizeof(PackTables);
     if (p.pack > 1)
       launch_persistent(backward_short_wgmma_kernel<T, true>, slots[1], smem, p, stream);
     else
