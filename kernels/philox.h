@@ -55,6 +55,12 @@ NMT_HOST_DEVICE uint64_t rng_step(const RngKey& key) {
   return key.step;
 }
 
+// The same key with its step read once (from device memory where it names it): a kernel that
+// draws for many items takes this at its start, so that no draw waits on that load again.
+NMT_HOST_DEVICE RngKey with_step_read(const RngKey& key) {
+  return RngKey{key.seed, rng_step(key), key.tensor_id, nullptr};
+}
+
 // The draw of block `block` of a stream: rng_uniform's elements 4 * block .. 4 * block + 3, or
 // dropout_uniform's 8 * block .. 8 * block + 7 (every CPU and GPU dropout draws through this call,
 // so their masks agree bit for bit).

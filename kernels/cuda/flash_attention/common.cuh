@@ -28,9 +28,12 @@ __host__ __device__ __forceinline__ int item_count(const Params& p) {
   return (p.batch + p.pack - 1) / p.pack * p.heads;
 }
 
-__device__ __forceinline__ int clamped_length(const Params& p, int b) {
-  const int given = p.kv_lengths[b];
+// A sentence's key length as given, clamped to [0, kv_len].
+__device__ __forceinline__ int clamp_length(const Params& p, int given) {
   return given < 0 ? 0 : (given > p.kv_len ? p.kv_len : given);
+}
+__device__ __forceinline__ int clamped_length(const Params& p, int b) {
+  return clamp_length(p, p.kv_lengths[b]);
 }
 
 // Two neighbouring elements as one 4-byte value, and their conversion to float.
@@ -187,22 +190,24 @@ __device__ __forceinline__ void for_each_item_prefetched(const Params& p, Load&&
                                                          Body&& body) {
   const int items = item_count(p), grid = static_cast<int>(gridDim.x);
   // A packed item has a length a sentence: its loads read them (short_pack.cuh), not this.
-  auto length_of = [&](int item) {
-    return item < items && p.pack == 1 ? clamped_length(p, item / p.heads) : 0;
+  auto given_length = [&](int item) {
+    return item < items && p.pack == 1 ? p.kv_lengths[item / p.heads] : 0;
   };
   int item = static_cast<int>(blockIdx.x);
-  int length = length_of(item), next_length = length_of(item + grid);
+  int length = clamp_length(p, given_length(item));
+  int next_length = clamp_length(p, given_length(item + grid));
   if (item < items) load(item, 0, length);
   cp_async_commit();
   for (int i = 0; item < items; ++i, item += grid) {
     const int stage = i % 2;
-    const int length_after_next = length_of(item + 2 * grid);
+    // Loaded here, clamped after the body: a use next to the load stalls the prefetch on it.
+    const int given_after_next = given_length(item + 2 * grid);
     if (item + grid < items) load(item + grid, 1 - stage, next_length);
     cp_async_commit();
     cp_async_wait<1>();
     body(item, stage, length);
     length = next_length;
-    next_length = length_after_next;
+    next_length = clamp_length(p, given_after_next);
     __syncthreads();  // the next iteration's prefetch overwrites this stage
   }
 }

@@ -72,13 +72,37 @@ __device__ __forceinline__ ItemSentences item_sentences(const Params& p, int ite
 }
 
 // Whether key row `row` of an item's K and V tiles holds a real key: below the sentence's length
-// (`length`, the one-sentence kernels'), or for a packed item below its own sentence's length.
+// (`length`, the one-sentence kernels'), or for a packed item below its own sentence's length (the
+// row's sentence and position from the tables, not divisions).
 template <bool PACKED>
-__device__ __forceinline__ bool key_row_valid(const Params& p, ItemSentences s, int length,
-                                              int row) {
-  if constexpr (PACKED)
-    return row < s.count * p.kv_len && row % p.kv_len < clamped_length(p, s.first + row / p.kv_len);
+__device__ __forceinline__ bool key_row_valid(const PackTables& t, const Params& p, ItemSentences s,
+                                              int length, int row) {
+  if constexpr (PACKED) {
+    const int sentence = t.key_sentence[row];
+    return sentence >= 0 && sentence < s.count &&
+           t.key_position[row] < clamped_length(p, s.first + sentence);
+  }
   return row < length;
+}
+
+// key_row_valid of the key rows this thread loads (wgmma::load_swizzled_rows with kThreads threads
+// at head_dim D: rows thread / (D / 8) + i * rows_per_pass), bit i for row i * rows_per_pass + ..;
+// K and V share them, so each row's test (for a packed item, a length read from global memory) is
+// made once.
+template <bool PACKED, int D>
+__device__ __forceinline__ uint32_t loaded_key_rows_valid(const PackTables& t, const Params& p,
+                                                          ItemSentences s, int length) {
+  constexpr int kRowsPerPass = kThreads / (D / 8);
+  const int row0 = static_cast<int>(threadIdx.x) / (D / 8);
+  uint32_t bits = 0;
+#pragma unroll
+  for (int i = 0; i < kTile / kRowsPerPass; ++i)
+    bits |= key_row_valid<PACKED>(t, p, s, length, row0 + i * kRowsPerPass) ? 1u << i : 0u;
+  return bits;
+}
+template <int D>
+__device__ __forceinline__ bool loaded_key_row_in(uint32_t bits, int row) {
+  return (bits >> (row / (kThreads / (D / 8))) & 1u) != 0;
 }
 
 // The item's sentence lengths into stage `stage` (threads 0 .. kMaxPack - 1; visible after the
@@ -90,14 +114,31 @@ __device__ __forceinline__ void store_pack_lengths(PackTables& t, const Params& 
   t.lengths[stage][s] = s < pack_count(p, item) ? clamped_length(p, pack_first(p, item) + s) : 0;
 }
 
-// Whether tile query row `query` sees tile key column `key` in the item at `stage`.
-__device__ __forceinline__ bool pack_visible(const PackTables& t, const Params& p, int stage,
-                                             int query, int key) {
+// Tile query row `query` sees tile key column `key` in the item at `stage` where its sentence
+// holds the key at a position below that sentence's length (and with causal, at most the query's
+// own position). Both functions give those as one range of the other index: in the kernels' loops
+// a thread meets 2 rows and 16 columns, or 2 columns and 16 rows, so a range a thread costs two
+// compares an element instead of five table reads.
+struct TileRange {
+  int begin, end;  // [begin, end)
+  __device__ __forceinline__ bool holds(int i) const { return i >= begin && i < end; }
+};
+// The key columns query row `query` sees.
+__device__ __forceinline__ TileRange pack_visible_keys(const PackTables& t, const Params& p,
+                                                       int stage, int query) {
   const int sentence = t.query_sentence[query];
-  if (sentence < 0 || t.key_sentence[key] != sentence) return false;
-  const int position = t.key_position[key];
-  return position < t.lengths[stage][sentence] &&
-         (!p.causal || position <= t.query_position[query]);
+  if (sentence < 0) return {0, 0};
+  const int length = t.lengths[stage][sentence], seen = t.query_position[query] + 1;
+  const int begin = sentence * p.kv_len;
+  return {begin, begin + (p.causal && seen < length ? seen : length)};
+}
+// The query rows that see key column `key`.
+__device__ __forceinline__ TileRange pack_visible_queries(const PackTables& t, const Params& p,
+                                                          int stage, int key) {
+  const int sentence = t.key_sentence[key], position = t.key_position[key];
+  if (sentence < 0 || position >= t.lengths[stage][sentence]) return {0, 0};
+  const int begin = sentence * p.q_len;
+  return {p.causal ? begin + position : begin, begin + p.q_len};
 }
 
 // The (sentence, head) item of tile query row `row` of a packed item (row < pack_count * q_len),
@@ -111,10 +152,12 @@ __device__ __forceinline__ int64_t pack_row_item(const PackTables& t, const Para
 // Each sentence's dropout mask at its diagonal block of the tile (rows s * q_len, columns s *
 // kv_len): the entries its own item draws (fill_dropout_part), off-diagonal ones left as they were
 // (never visible). kv_len % 8 == 0 keeps each block's columns 8-byte aligned for the fast path.
-__device__ __forceinline__ void fill_pack_dropout(uint8_t* keep, const Params& p, int item) {
+// `key` is p.key with its step read (with_step_read).
+__device__ __forceinline__ void fill_pack_dropout(uint8_t* keep, const Params& p, const RngKey& key,
+                                                  int item) {
   const int first = pack_first(p, item), count = pack_count(p, item), h = item % p.heads;
   for (int s = 0; s < count; ++s)
-    fill_dropout_part(keep + s * p.q_len * kMaskStride + s * p.kv_len, p.key, p.dropout_p,
+    fill_dropout_part(keep + s * p.q_len * kMaskStride + s * p.kv_len, key, p.dropout_p,
                       static_cast<uint64_t>((first + s) * p.heads + h) * p.q_len * p.kv_len,
                       p.kv_len, static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
 }

@@ -168,13 +168,16 @@ __device__ __forceinline__ void store_bias_partials(const Params& p, const T* s_
 
 // An item's dropout mask into the tile: only its q_len x kv_len entries (each packed sentence's in
 // its diagonal block), not the whole tile: the rest is masked out (keys past the length, padded
-// queries never stored), and a 32-token sentence draws 4 times fewer Philox blocks.
+// queries never stored), and a 32-token sentence draws 4 times fewer Philox blocks. `key` is p.key
+// with its step read once a block (with_step_read): read at each item, the draws waited on that
+// load (a quarter of the forward's stall samples at 128 x 64).
 template <bool PACKED>
-__device__ __forceinline__ void fill_item_dropout(uint8_t* keep, const Params& p, int item) {
+__device__ __forceinline__ void fill_item_dropout(uint8_t* keep, const Params& p, const RngKey& key,
+                                                  int item) {
   if constexpr (PACKED)
-    fill_pack_dropout(keep, p, item);
+    fill_pack_dropout(keep, p, key, item);
   else
-    fill_dropout_part(keep, p.key, p.dropout_p, static_cast<uint64_t>(item) * p.q_len * p.kv_len,
+    fill_dropout_part(keep, key, p.dropout_p, static_cast<uint64_t>(item) * p.q_len * p.kv_len,
                       p.kv_len, static_cast<int>(threadIdx.x), p.q_len, p.kv_len);
 }
 
@@ -190,6 +193,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
   uint8_t* s_keep = smem + 6 * kOperandBytes<D>;  // [query][key]
   PackTables& pack = *reinterpret_cast<PackTables*>(s_keep + kTile * kMaskStride);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const RngKey key = with_step_read(p.key);
   if constexpr (PACKED) fill_pack_rows(pack, p);  // with its barrier: the tables before any use
   auto load_item = [&](int item, int stage, int length) {
     const int h = item % p.heads;
@@ -200,7 +204,8 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
                                          static_cast<const T*>(p.q) + q_row0 * p.q_stride + h * D,
                                          p.q_stride, s.count * p.q_len, threadIdx.x);
     // Key rows past a sentence's length are zeroed.
-    auto key_valid = [&](int row) { return key_row_valid<PACKED>(p, s, length, row); };
+    const uint32_t key_rows = loaded_key_rows_valid<PACKED, D>(pack, p, s, length);
+    auto key_valid = [&](int row) { return loaded_key_row_in<D>(key_rows, row); };
     wgmma::load_swizzled_rows<T, D, kThreads>(
         tile(stage, 1), static_cast<const T*>(p.k) + kv_row0 * p.k_stride + h * D, p.k_stride,
         key_valid, threadIdx.x);
@@ -214,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
     const int h = item % p.heads;
     const ItemSentences sentences = item_sentences<PACKED>(p, item);
     const int first = sentences.first, count = sentences.count;
-    if (p.dropout_p > 0.0f) fill_item_dropout<PACKED>(s_keep, p, item);
+    if (p.dropout_p > 0.0f) fill_item_dropout<PACKED>(s_keep, p, key, item);
     __syncthreads();
     if (p.dropout_p > 0.0f && p.keep_bits != nullptr) {
       if constexpr (PACKED)
@@ -242,12 +247,13 @@ __global__ void __launch_bounds__(kThreads) forward_short_wgmma_kernel(const Par
       // The block-diagonal mask here; softmax_key_tile then masks nothing (length and first
       // query 64).
       const int g = lane / 4, t4 = lane % 4;
+      const TileRange keys[2] = {pack_visible_keys(pack, p, stage, warp * 16 + g),
+                                 pack_visible_keys(pack, p, stage, warp * 16 + g + 8)};
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (!pack_visible(pack, p, stage, warp * 16 + g + (e / 2) * 8, nt * 8 + 2 * t4 + (e & 1)))
-            s[0][nt][e] = -INFINITY;
+          if (!keys[e / 2].holds(nt * 8 + 2 * t4 + (e & 1))) s[0][nt][e] = -INFINITY;
     }
     softmax_key_tile<D, 1>(p, s, o, row_max, row_sum, s_keep + warp * 16 * kMaskStride, 0,
                            PACKED ? kTile : length, PACKED ? kTile : warp * 16, lane);
@@ -322,6 +328,7 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
   uint32_t* s_bits = reinterpret_cast<uint32_t*>(s_keep + kTile * kMaskStride);  // [2][kTile][2]
   PackTables& pack = *reinterpret_cast<PackTables*>(s_bits + 2 * kTile * 2);
   const bool saved_bits = p.dropout_p > 0.0f && p.keep_bits != nullptr;
+  const RngKey key = saved_bits ? p.key : with_step_read(p.key);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   if constexpr (PACKED) fill_pack_rows(pack, p);  // with its barrier: the tables before any use
   auto load_item = [&](int item, int stage, int length) {
@@ -336,7 +343,8 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
                                                 stride, valid, threadIdx.x);
     };
     // Key rows past a sentence's length are zeroed.
-    auto key_valid = [&](int row) { return key_row_valid<PACKED>(p, s, length, row); };
+    const uint32_t key_rows = loaded_key_rows_valid<PACKED, D>(pack, p, s, length);
+    auto key_valid = [&](int row) { return loaded_key_row_in<D>(key_rows, row); };
     auto query_valid = [&](int row) { return row < count * p.q_len; };
     load(0, p.k, kv_row0, p.k_stride, key_valid);
     load(1, p.v, kv_row0, p.v_stride, key_valid);
@@ -374,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
     if (saved_bits) {
       expand_keep_bits<PACKED>(s_keep, s_bits + stage * 2 * kTile, pack, p);
     } else if (dropout) {  // the forward's entries (the others meet P = 0 or dO = 0)
-      fill_item_dropout<PACKED>(s_keep, p, item);
+      fill_item_dropout<PACKED>(s_keep, p, key, item);
     }
     T* s_k = tile(stage, 0);
     T* s_v = tile(stage, 1);
@@ -417,6 +425,11 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
     // Pᵀ in pt (masked keys past the length or after the query: 0), dPᵀ Z in dpt, and this
     // thread's share of delta: Σ Pᵀ dPᵀ Z over its two keys, per query (index 2nt + c).
     const bool masked = PACKED || length < kTile || p.causal;
+    TileRange queries[2] = {};  // packed: the query rows that see each of this thread's keys
+    if constexpr (PACKED) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) queries[k] = pack_visible_queries(pack, p, stage, key0 + 8 * k);
+    }
     float delta_part[16];
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -428,7 +441,7 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
         float prob =
             lse == -INFINITY ? 0.0f : fast_exp2(fmaf(pt[nt][e], p.scale_log2, -lse * kLog2e));
         if constexpr (PACKED) {
-          if (!pack_visible(pack, p, stage, query, key)) prob = 0.0f;
+          if (!queries[e / 2].holds(query)) prob = 0.0f;
         } else if (masked && (key >= length || (p.causal && key > query))) {
           prob = 0.0f;
         }
