@@ -138,22 +138,27 @@ __device__ __forceinline__ void sentence_indicator(uint32_t (&a)[4], int kk, int
 // rows of warp o, so warp o's rows 0..count-1 end up holding operand o's per-sentence sums (rows
 // past a sentence's length are not counted). The products multiply the stored values by 1 and add
 // them in f32 in the hardware's fixed order, so the sums are the stored gradients' and their bits
-// never change; about 25 instructions a thread instead of the 800 of a column walk through shared
-// memory (the backward's largest share before). Called by the whole warpgroup once every warp's
-// rows are staged and visible to the async proxy.
+// never change. A walk down the columns through shared memory took about 1,000 instructions a
+// thread an item, 30% of the backward's (session 19's ncu source counters). Called by the whole
+// warpgroup once every warp's rows are staged and visible to the async proxy.
 template <typename T>
 __device__ __forceinline__ void store_bias_partials(const Params& p, const T* s_dq, const T* s_dk,
                                                     const T* s_dv, ItemSentences sentences,
                                                     int head) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const T* tiles[kBiasOperands] = {s_dq, s_dk, s_dv};
-  const int lengths[kBiasOperands] = {p.q_len, p.kv_len, p.kv_len};
-  uint32_t a[kBiasOperands][4][4];
+  // This warp's own indicator (warp 3 owns none), then zeros in the other operands' products.
+  uint32_t mine[4][4], a[kBiasOperands][4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    sentence_indicator<T>(mine[kk], kk, warp == 0 ? p.q_len : p.kv_len, sentences.count,
+                          warp < kBiasOperands, g, t4);
 #pragma unroll
   for (int o = 0; o < kBiasOperands; ++o)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      sentence_indicator<T>(a[o][kk], kk, lengths[o], sentences.count, warp == o, g, t4);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a[o][kk][r] = warp == o ? mine[kk][r] : 0u;
   float sums[8][4];
   wgmma::fence();
 #pragma unroll
@@ -397,7 +402,14 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
     T* s_v = tile(stage, 1);
     T* s_q = tile(stage, 2);
     T* s_do = tile(stage, 3);
-    const float* tile_lse = s_lse + stage * kTile;
+    // The thread that loaded a query's lse turns it into the exponent's offset, -lse log2(e), once
+    // a query instead of at each of its elements; -inf stays -inf (a query with no visible key),
+    // so that P there is exp2(-inf) = 0.
+    float* offsets = s_lse + stage * kTile;
+    if (threadIdx.x < kTile) {
+      const float lse = offsets[threadIdx.x];
+      offsets[threadIdx.x] = lse == -INFINITY ? -INFINITY : -lse * kLog2e;
+    }
     __syncthreads();
     float pt[8][4], dpt[8][4];
     wgmma::fence();
@@ -445,10 +457,8 @@ __global__ void __launch_bounds__(kThreads, 3) backward_short_wgmma_kernel(const
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int query = nt * 8 + 2 * t4 + (e & 1), key = key0 + (e / 2) * 8;
-        // A query with no visible key (lse -inf) gets P = 0.
-        const float lse = tile_lse[query];
-        float prob =
-            lse == -INFINITY ? 0.0f : fast_exp2(fmaf(pt[nt][e], p.scale_log2, -lse * kLog2e));
+        // A query with no visible key (offset -inf) gets P = 0.
+        float prob = fast_exp2(fmaf(pt[nt][e], p.scale_log2, offsets[query]));
         if constexpr (PACKED) {
           if (!queries[e / 2].holds(query)) prob = 0.0f;
         } else if (masked && (key >= length || (p.causal && key > query))) {
