@@ -116,6 +116,22 @@ TEST_CASE("dropout masks are keyed by seed, step and tensor id", "[dropout]") {
   CHECK(dropout_of(x, 0.5f, key) != dropout_of(x, 0.5f, RngKey{2, 10, 2}));
 }
 
+TEST_CASE("with_step_read keeps a key's draws and drops its device step pointer", "[philox]") {
+  // On the host the step is the key's own (rng_step reads device memory only in GPU code), so the
+  // copy a kernel takes once a block draws what the key does.
+  const uint64_t elsewhere = 99;
+  const RngKey key{7, 12, 3, &elsewhere};
+  const RngKey read = with_step_read(key);
+  CHECK(read.seed == key.seed);
+  CHECK(read.step == 12);
+  CHECK(read.tensor_id == key.tensor_id);
+  CHECK(read.step_on_device == nullptr);
+  for (uint64_t block : {uint64_t{0}, uint64_t{5}, uint64_t{1} << 40}) {
+    const Philox4 a = philox_block(key, block), b = philox_block(read, block);
+    CHECK(std::equal(a.v, a.v + 4, b.v));
+  }
+}
+
 TEST_CASE("dropout keeps 1 - p of the elements, scaled by 1 / (1 - p)", "[dropout]") {
   const std::vector<float> x = random_uniform(100000, 3, 0.5f, 1.5f);  // never 0
   for (float p : {0.1f, 0.3f, 0.5f}) {
