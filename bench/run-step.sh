@@ -8,7 +8,8 @@
 # ours in bf16 base (bench-step brackets its timed steps with cudaProfilerStart/Stop, so set-up and
 # warmup are left out). $OUT (else $BUILD_DIR/step-logs) gets: step.log (every stage's output),
 # results.jsonl (one JSON line per config), gpu.txt, and with the profile ncu-ours.csv, ncu-ours.log,
-# kernels-ours.md and .json (and ncu-baseline.* for the baseline).
+# kernels-ours.md and .json (and ncu-baseline.* for the baseline), and with PROFILE_SOURCE
+# sass-ours.csv, sass-ours.md and ncu-source.log (the report itself stays in $BUILD_DIR).
 # Environment: BUILD_DIR (build-step), JOBS (16), WARMUP (10), STEPS (50), BUDGET_S (0 = no limit:
 # otherwise stages are cut short so the tables still print within that many seconds), LARGE=1
 # (also ours and torch.compile at 256 x 64), TORCH=0 (skip the PyTorch peers), PROFILE=0 (skip
@@ -16,7 +17,10 @@
 # and GPU performance counters open to this user), PROFILE_STEPS (2), PROFILE_ARGS (bench-step
 # arguments of the profiled config; "--precision bf16 --model base"), BASELINE_BIN (a bench-step
 # binary of another build, e.g. main's: timed as "baseline bf16 base" and profiled too, and the
-# kernel table gains its ms per step and the change).
+# kernel table gains its ms per step and the change), PROFILE_SOURCE (a kernel-name regex: ncu's
+# source counters of the first launch it matches in the profiled config, summed by
+# bench/sass_hotspots.py into sass-ours.md: instructions and stall samples by opcode, by phase,
+# and the lines that wait most).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH="/usr/local/cuda/bin:$PATH"
@@ -183,4 +187,18 @@ if ((profiled)); then
   python3 bench/step_kernels.py "$LOG_DIR/ncu-ours.csv" --steps "$PROFILE_STEPS" \
     "${baseline_args[@]}" --json "$LOG_DIR/kernels-ours.json" | tee "$LOG_DIR/kernels-ours.md" |
     tee -a "$LOG"
+fi
+
+if [[ -n "$ncu_bin" && -n "${PROFILE_SOURCE:-}" ]]; then
+  echo
+  echo "Where one launch of ${PROFILE_SOURCE} spends its instructions and stalls (ncu source counters):"
+  report="$BUILD_DIR/sass-ours"
+  if timeout "$(stage_timeout 240)" "$ncu_bin" --profile-from-start off --clock-control none        -k "regex:$PROFILE_SOURCE" --launch-count 1 --section SourceCounters -f -o "$report"        "$bin" "${profile_args[@]}" --warmup 2 --steps 1 >"$LOG_DIR/ncu-source.log" 2>&1 &&
+     "$ncu_bin" -i "$report.ncu-rep" --page source --csv --print-source sass        >"$LOG_DIR/sass-ours.csv" 2>>"$LOG_DIR/ncu-source.log"; then
+    python3 bench/sass_hotspots.py "$LOG_DIR/sass-ours.csv" | tee "$LOG_DIR/sass-ours.md" |
+      tee -a "$LOG"
+  else
+    echo "run-step: ncu gave no source counters for $PROFILE_SOURCE; the last lines of its output:"
+    tail -n 5 "$LOG_DIR/ncu-source.log"
+  fi
 fi
