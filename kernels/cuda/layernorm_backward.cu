@@ -87,9 +87,10 @@ struct LaneSums {
   __device__ static int group(int lane, int c, int q) {
     return ((c * kQuads + q) * 32 + lane) * kQuad;
   }
-  __device__ static int of_column(int col) {
-    const int pack = col / VEC, i = col % VEC;
-    return group(pack % 32, pack / 32, i / kQuad) + i % kQuad;
+  // The first column of the group at `place` = (c * kQuads + q) * 32 + lane (a group's kQuad
+  // columns are consecutive).
+  __device__ static int column_of(int place) {
+    return ((place / (32 * kQuads)) * 32 + place % 32) * VEC + (place / 32) % kQuads * kQuad;
   }
 };
 
@@ -326,15 +327,24 @@ __global__ void __launch_bounds__(kRowThreads, backward_min_blocks<T, VEC, CHUNK
         }
   }
   __syncthreads();
-  // Each partial column: the warps' sums in warp order.
+  // Each partial column: the warps' sums in warp order, a group (kQuad consecutive columns, one
+  // shared access a warp) at a time; its place and column come from compile-time strides, so the
+  // block's last step has no division by d (it was a quarter of the kernel's instructions).
   float* const block_partials = partials + static_cast<int64_t>(blockIdx.x) * kSums * d;
-  for (int k = threadIdx.x; k < kSums * d; k += blockDim.x) {
-    const int s = k / d;
-    const float* const at = block_sums + s * S::kSpan + S::of_column(k - s * d);
-    float total = 0.0f;
+  constexpr int kGroups = S::kSpan / kQuad;  // a sum's groups
+  for (int k = threadIdx.x; k < kSums * kGroups; k += blockDim.x) {
+    const int s = k / kGroups, place = k % kGroups;  // place = (c * kQuads + q) * 32 + lane
+    const int col = S::column_of(place);
+    if (col >= d) continue;
+    const float* const at = block_sums + s * S::kSpan + place * kQuad;
+    G total{};  // from zero, as the sums always began (-0 sums stay +0)
 #pragma unroll
-    for (int w = 0; w < kWarpsPerBlock; ++w) total += at[w * kSums * S::kSpan];
-    block_partials[k] = total;
+    for (int w = 0; w < kWarpsPerBlock; ++w) {
+      const G more = *reinterpret_cast<const G*>(at + w * kSums * S::kSpan);
+#pragma unroll
+      for (int j = 0; j < kQuad; ++j) total.v[j] += more.v[j];
+    }
+    *reinterpret_cast<G*>(block_partials + s * d + col) = total;
   }
 }
 
