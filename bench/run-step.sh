@@ -4,7 +4,8 @@
 # bench/torch_step.py (its own layers eager and compiled, base, with a profiler table; nn.Transformer's
 # layers compiled, base and big) in the same
 # call, and prints the step-time table, then where one step's GPU time goes: a per-kernel table
-# (kernel, kind, launches, ms per step, share; bench/step_kernels.py) from ncu over timed steps of
+# (kernel, kind, launches, ms per step, share, DRAM MB a launch and the TB/s they moved at;
+# bench/step_kernels.py) from ncu over timed steps of
 # ours in bf16 base (bench-step brackets its timed steps with cudaProfilerStart/Stop, so set-up and
 # warmup are left out). $OUT (else $BUILD_DIR/step-logs) gets: step.log (every stage's output),
 # results.jsonl (one JSON line per config), gpu.txt, and with the profile ncu-ours.csv, ncu-ours.log,
@@ -128,11 +129,14 @@ fi
 # profile NAME BINARY: ncu over PROFILE_STEPS timed steps (after 2 warmup steps) of BINARY into
 # $LOG_DIR/ncu-NAME.csv; says why not when it fails. Clocks and caches are left as they are
 # (never lock clocks here), and each kernel is timed alone, so the sum is GPU time, not wall time.
+# The DRAM bytes are the kernel's with L2 as the kernel before it (or ncu's replay) left it: what
+# an L2 hit saved is not in them, so a kernel whose inputs were just written reads low.
 profile() {
   local name=$1 binary=$2 rc=0 csv="$LOG_DIR/ncu-$1.csv" log="$LOG_DIR/ncu-$1.log"
   rm -f "$csv"
   timeout "$(stage_timeout 240)" "$ncu_bin" --profile-from-start off --clock-control none \
-    --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
+    --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    --csv --print-units base \
     --log-file "$csv" "$binary" "${profile_args[@]}" --warmup 2 --steps "$PROFILE_STEPS" \
     >"$log" 2>&1 || rc=$?
   if grep -q -s "ERR_NVGPUCTRPERM" "$csv" "$log"; then

@@ -2,8 +2,11 @@
 """Per-kernel GPU time of a profiled bench-step run, from `ncu --metrics gpu__time_duration.sum
 --csv` (bench/run-step.sh): kernels grouped by name (template arguments kept, parameter list
 dropped), with launches and ms per step, share of the step's kernel time, and subtotals by kind
-(GEMM, attention, elementwise, ...). With --baseline OTHER_CSV (the same run of another build) it
-adds the baseline's ms per step and the change, kernels of either run included.
+(GEMM, attention, elementwise, ...). Where the CSV also holds dram__bytes_read.sum and
+dram__bytes_write.sum, each kernel gets its DRAM megabytes per launch and the rate they moved at
+(TB/s over its time): how far a memory-bound kernel is from the memory's bandwidth. With
+--baseline OTHER_CSV (the same run of another build) it adds the baseline's ms per step and the
+change, kernels of either run included.
 
 usage: step_kernels.py NCU_CSV [--steps N] [--top 25] [--baseline CSV] [--baseline-steps N]
                        [--json FILE]
@@ -20,13 +23,17 @@ import sys
 UNIT_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
            "second": 1e9, "s": 1e9}
 
+# ncu's byte units (decimal, as ncu prints them), in bytes.
+UNIT_BYTES = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12}
+DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+
 # (kind, substrings of the kernel name), first match wins; names are compared in lower case.
 KINDS = [
     ("attention", ("flash", "attention", "softmax")),
     ("GEMM", ("gemm", "nvjet", "xmma", "cutlass", "matmul", "splitk", "sm90_")),
     ("layernorm", ("layernorm",)),
     ("cross-entropy", ("cross_entropy",)),
-    ("embedding", ("embedding", "radix", "sort")),
+    ("embedding", ("embedding", "radix", "sort", "segment_sums", "crossing_segments")),
     ("bias/column sums", ("partial_sum", "column")),
     ("dropout + elementwise", ("dropout", "map_kernel", "relu", "residual", "convert")),
     ("optimizer", ("adam", "squares", "norm_")),
@@ -56,13 +63,35 @@ def short_name(name):
     for prefix in ("void ", "static "):
         if name.startswith(prefix):
             name = name[len(prefix):]
-    for noise in ("(anonymous namespace)::", "nmt::cuda::flash::", "nmt::cuda::"):
+    for noise in ("(anonymous namespace)::", "<unnamed>::", "nmt::cuda::flash::", "nmt::cuda::",
+                  "nmt::"):
         name = name.replace(noise, "")
     return name
 
 
+class KernelStats:
+    """One kernel name's totals over the profiled window."""
+
+    def __init__(self):
+        self.ns = 0.0
+        self.launches = 0
+        self.dram_bytes = None  # None: the CSV had no DRAM byte metrics for it
+
+    def add_bytes(self, value):
+        self.dram_bytes = (self.dram_bytes or 0.0) + value
+
+
+def metric_value(row, units):
+    """The row's value in base units, or None where ncu wrote none ("n/a" and the like)."""
+    unit = (row.get("Metric Unit") or "").strip()
+    try:
+        return float(row["Metric Value"].replace(",", "")) * units.get(unit, 1.0)
+    except (KeyError, ValueError):
+        return None
+
+
 def read_kernel_times(path):
-    """{kernel: [total ns, launches]} from an ncu CSV; raises ValueError with the reason."""
+    """{kernel: KernelStats} from an ncu CSV; raises ValueError with the reason."""
     try:
         with open(path, errors="replace") as f:
             lines = f.read().splitlines()
@@ -71,21 +100,31 @@ def read_kernel_times(path):
     header = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if header is None:
         raise ValueError(f"{path}: no ncu CSV header (\"ID\",...) found")
-    times = collections.defaultdict(lambda: [0.0, 0])
+    stats = collections.defaultdict(KernelStats)
     for row in csv.DictReader(lines[header:]):
-        if row.get("Metric Name") != "gpu__time_duration.sum":
-            continue
-        unit = (row.get("Metric Unit") or "nsecond").strip()
-        try:
-            value = float(row["Metric Value"].replace(",", "")) * UNIT_NS.get(unit, 1.0)
-        except (KeyError, ValueError):
-            continue  # "n/a" and the like: a kernel ncu could not measure
-        entry = times[short_name(row.get("Kernel Name", "?"))]
-        entry[0] += value
-        entry[1] += 1
+        metric = row.get("Metric Name")
+        if metric == "gpu__time_duration.sum":
+            value = metric_value(row, UNIT_NS)
+            if value is None:
+                continue  # a kernel ncu could not measure
+            entry = stats[short_name(row.get("Kernel Name", "?"))]
+            entry.ns += value
+            entry.launches += 1
+        elif metric in DRAM_METRICS:
+            value = metric_value(row, UNIT_BYTES)
+            if value is not None:
+                stats[short_name(row.get("Kernel Name", "?"))].add_bytes(value)
+    times = {k: v for k, v in stats.items() if v.launches > 0}
     if not times:
         raise ValueError(f"{path}: no gpu__time_duration.sum values")
     return times
+
+
+def dram_columns(stats):
+    """(MB per launch, TB/s) of a kernel's DRAM bytes over its time, or None without bytes."""
+    if stats is None or stats.dram_bytes is None or stats.launches == 0 or stats.ns <= 0:
+        return None
+    return stats.dram_bytes / stats.launches / 1e6, stats.dram_bytes / stats.ns / 1e3
 
 
 def main():
@@ -108,29 +147,43 @@ def main():
         return 1
     base_steps = args.baseline_steps or args.steps
     ms = lambda t, steps: t / steps / 1e6
-    total = sum(t for t, _ in now.values())
-    launches = sum(n for _, n in now.values())
+    total = sum(k.ns for k in now.values())
+    launches = sum(k.launches for k in now.values())
+    with_dram = any(k.dram_bytes is not None for k in now.values())
     print(f"GPU kernel time per step: {ms(total, args.steps):.3f} ms in "
           f"{launches / args.steps:.0f} launches (each kernel timed alone by ncu)")
+    if with_dram:
+        dram = sum(k.dram_bytes or 0.0 for k in now.values())
+        print(f"DRAM bytes read and written per step: {dram / args.steps / 1e6:.1f} MB, as ncu "
+              f"counted them with the caches as it left them (an L2 hit moves none)")
     if before:
-        base_total = sum(t for t, _ in before.values())
+        base_total = sum(k.ns for k in before.values())
         print(f"baseline: {ms(base_total, base_steps):.3f} ms in "
-              f"{sum(n for _, n in before.values()) / base_steps:.0f} launches")
+              f"{sum(k.launches for k in before.values()) / base_steps:.0f} launches")
+    ns_of = lambda table, k: table[k].ns if k in table else 0.0
     names = sorted(set(now) | set(before or {}),
-                   key=lambda k: -max(now.get(k, [0])[0], (before or {}).get(k, [0])[0]))
+                   key=lambda k: -max(ns_of(now, k), ns_of(before or {}, k)))
+    dram_head = " | MB/launch | TB/s" if with_dram else ""
     extra = " | baseline ms | change ms" if before else ""
-    print(f"| kernel | kind | launches/step | ms/step | share{extra} |")
-    print("|---|---|---:|---:|---:" + ("|---:|---:|" if before else "|"))
+    print(f"| kernel | kind | launches/step | ms/step | share{dram_head}{extra} |")
+    print("|---|---|---:|---:|---:" + ("|---:|---:" if with_dram else "") +
+          ("|---:|---:|" if before else "|"))
     rows = []
     for name in names[:args.top]:
-        t, n = now.get(name, [0.0, 0])
-        row = {"kernel": name, "kind": kind_of(name), "launches_per_step": n / args.steps,
-               "ms_per_step": ms(t, args.steps), "share": t / total}
+        k = now.get(name) or KernelStats()
+        row = {"kernel": name, "kind": kind_of(name), "launches_per_step": k.launches / args.steps,
+               "ms_per_step": ms(k.ns, args.steps), "share": k.ns / total}
         line = (f"| `{name[:100]}` | {row['kind']} | {row['launches_per_step']:.1f} | "
                 f"{row['ms_per_step']:.3f} | {100 * row['share']:.1f}%")
+        if with_dram:
+            cols = dram_columns(now.get(name))
+            if cols:
+                row["dram_mb_per_launch"], row["dram_tb_per_s"] = cols
+                line += f" | {cols[0]:.1f} | {cols[1]:.2f}"
+            else:
+                line += " | | "
         if before:
-            b = before.get(name, [0.0, 0])[0]
-            row["baseline_ms_per_step"] = ms(b, base_steps)
+            row["baseline_ms_per_step"] = ms(ns_of(before, name), base_steps)
             line += f" | {row['baseline_ms_per_step']:.3f} | {row['ms_per_step'] - row['baseline_ms_per_step']:+.3f}"
         print(line + " |")
         rows.append(row)
@@ -138,11 +191,11 @@ def main():
         print(f"({len(names) - args.top} more kernels in the kind totals below)")
     print()
     kinds = collections.defaultdict(lambda: [0.0, 0, 0.0])
-    for name, (t, n) in now.items():
-        kinds[kind_of(name)][0] += t
-        kinds[kind_of(name)][1] += n
-    for name, (t, _) in (before or {}).items():
-        kinds[kind_of(name)][2] += t
+    for name, k in now.items():
+        kinds[kind_of(name)][0] += k.ns
+        kinds[kind_of(name)][1] += k.launches
+    for name, k in (before or {}).items():
+        kinds[kind_of(name)][2] += k.ns
     print(f"| kind | launches/step | ms/step | share{extra} |")
     print("|---|---:|---:|---:" + ("|---:|---:|" if before else "|"))
     for kind, (t, n, b) in sorted(kinds.items(), key=lambda kv: -kv[1][0]):
@@ -156,7 +209,6 @@ def main():
                        "kernels": rows,
                        "kinds": {k: ms(v[0], args.steps) for k, v in kinds.items()}}, f, indent=1)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
