@@ -210,5 +210,6 @@ def main():
                        "kinds": {k: ms(v[0], args.steps) for k, v in kinds.items()}}, f, indent=1)
     return 0
 
+
 if __name__ == "__main__":
     sys.exit(main())
