@@ -34,6 +34,19 @@ using layernorm_rows::kWarpsPerBlock;
 
 // --- the normalisation both forward ops share ---------------------------------------------------
 
+// Element i of a pack of a variant holding VEC * CHUNKS elements of T a lane, in f32. From 33 to 64
+// bytes a lane the integer unpacking of pack_element (device_util.cuh): with cvt.f32.bf16 the bf16
+// d = 1024 fused forward took 116 registers (two blocks an SM; the f16 one 76), with it 78 (three;
+// forward_min_blocks). Up to 32 bytes the conversion instruction: there pack_element ran the bf16 d
+// = 512 fused forward 0.2 us slower (ncu, H100, session 21), with registers to spare either way.
+template <typename T, int VEC, int CHUNKS>
+__device__ __forceinline__ float row_element(const Pack<T, VEC>& pack, int i) {
+  if constexpr (VEC * CHUNKS * sizeof(T) > 32)
+    return pack_element(pack, i);
+  else
+    return to_float(pack.v[i]);
+}
+
 // Register path: the lane's packs xs of row `row` (pack c at column (c * 32 + lane) * VEC) hold
 // the LayerNorm input, gs and bs the same columns of gamma and beta; writes y's row and, from lane
 // 0, mean[row] and rstd[row].
@@ -50,7 +63,7 @@ __device__ __forceinline__ void normalise_row(const Pack<T, VEC> (&xs)[CHUNKS],
   for (int c = 0; c < CHUNKS; ++c)
     if ((c * 32 + lane) * VEC < d)
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) sum += to_float(xs[c].v[i]);
+      for (int i = 0; i < VEC; ++i) sum += row_element<T, VEC, CHUNKS>(xs[c], i);
   const float mu = warp_sum(sum) / d;
   float squares = 0.0f;
 #pragma unroll
@@ -58,7 +71,7 @@ __device__ __forceinline__ void normalise_row(const Pack<T, VEC> (&xs)[CHUNKS],
     if ((c * 32 + lane) * VEC < d)
 #pragma unroll
       for (int i = 0; i < VEC; ++i) {
-        const float centred = to_float(xs[c].v[i]) - mu;
+        const float centred = row_element<T, VEC, CHUNKS>(xs[c], i) - mu;
         squares += centred * centred;
       }
   const float r = rsqrtf(warp_sum(squares) / d + eps);
@@ -69,8 +82,9 @@ __device__ __forceinline__ void normalise_row(const Pack<T, VEC> (&xs)[CHUNKS],
       P out;
 #pragma unroll
       for (int i = 0; i < VEC; ++i)
-        out.v[i] = from_float<T>((to_float(xs[c].v[i]) - mu) * r * to_float(gs[c].v[i]) +
-                                 to_float(bs[c].v[i]));
+        out.v[i] = from_float<T>((row_element<T, VEC, CHUNKS>(xs[c], i) - mu) * r *
+                                     row_element<T, VEC, CHUNKS>(gs[c], i) +
+                                 row_element<T, VEC, CHUNKS>(bs[c], i));
       *reinterpret_cast<P*>(y_row + col) = out;
     }
   }
@@ -177,12 +191,15 @@ __device__ __forceinline__ Pack<T, VEC> residual_sum(const T* residual, const T*
   return sum;
 }
 
-// Blocks per multiprocessor the fused forward is compiled for: 4 (at most 64 registers a thread)
-// where a lane holds up to 32 bytes of a row (d <= 512 in bf16 / f16, <= 256 in f32), which ptxas
-// fits without spilling; the others spill at 64, so they keep the compiler's choice. At 67
-// registers a bf16 d = 512 block of 8 rows held 3 blocks an SM, 24 warps for a kernel bound by the
-// latency of its loads (ncu, session 12); at 4, bench-kernels' 8192 x 512 bf16 forward went from
-// 0.0175 to 0.0169 ms (H100), the whole step within its noise.
+// Blocks per multiprocessor the fused forward is compiled for (__launch_bounds__), by the bytes of
+// a row a lane holds: 4 (at most 64 registers a thread) up to 32 bytes (d <= 512 in bf16 / f16,
+// <= 256 in f32), 3 (80) up to 64 (d <= 1024 in bf16 / f16, <= 512 in f32; with row_element's
+// reads, see there), the compiler's choice above. The kernel is bound by the latency of its loads
+// (one row a warp: loaded, summed, stored), so it wants the warps. At 67 registers a bf16 d = 512
+// block of 8 rows held 3 blocks an SM, and 4 took bench-kernels' 8192 x 512 bf16 forward from
+// 0.0175 to 0.0169 ms (H100, session 12); 5 (48 registers) ran it slower (12.39 -> 12.57 us a
+// launch in a base step, session 21). At 64 bytes 4 blocks spilled 8 to 32 bytes; 3 took the big
+// post-norm step's forward (8192 x 1024 bf16) from 26.19 to 23.29 us a launch (ncu, H100).
 template <typename T, int VEC, int CHUNKS>
 constexpr int forward_min_blocks() {
   return VEC * CHUNKS * static_cast<int>(sizeof(T)) <= 32 ? 4 : 1;

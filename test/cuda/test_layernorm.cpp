@@ -37,6 +37,49 @@ CpuLayerNorm cpu_layernorm(std::vector<float> x, std::vector<float> gamma, std::
   return r;
 }
 
+// The forward and backward of `rows` x d against the CPU reference, deterministic and in place.
+void check_layernorm(DType dtype, int64_t rows, int64_t d) {
+  INFO("dtype " << dtype_name(dtype) << " rows " << rows << " d " << d);
+  const uint64_t seed = static_cast<uint64_t>(rows * 7919 + d);
+  // A row mean well away from 0 tests the two-pass variance.
+  std::vector<float> x = random_floats(rows * d, seed, 2.0f, 4.0f);
+  std::vector<float> gamma = random_floats(d, seed + 1, 0.5f, 1.5f);
+  std::vector<float> beta = random_floats(d, seed + 2, -0.5f, 0.5f);
+  std::vector<float> dy = random_floats(rows * d, seed + 3);
+  std::vector<float> grad_init = random_floats(d, seed + 4);
+  const CpuLayerNorm ref = cpu_layernorm(x, gamma, beta, dy, grad_init, rows, d);
+  const CpuLayerNorm base =
+      cpu_layernorm(rounded(x, dtype), rounded(gamma, dtype), rounded(beta, dtype),
+                    rounded(dy, dtype), grad_init, rows, d);
+
+  GpuTensor gx = upload(x, {rows, d}, dtype), gg = upload(gamma, {d}, dtype),
+            gb = upload(beta, {d}, dtype), gdy = upload(dy, {rows, d}, dtype);
+  GpuTensor gy = gpu_poisoned({rows, d}, dtype), gmean = gpu_poisoned({rows}, DType::f32),
+            grstd = gpu_poisoned({rows}, DType::f32);
+  cuda::layernorm_forward(gx.view, gg.view, gb.view, gy.view, gmean.view, grstd.view, 1e-5f);
+  check_close("y", dtype, download(gy.view), ref.y, rounded(base.y, dtype));
+  check_close("mean", dtype, download(gmean.view), ref.mean, base.mean);
+  check_close("rstd", dtype, download(grstd.view), ref.rstd, base.rstd);
+
+  GpuTensor gdx = gpu_poisoned({rows, d}, dtype);
+  GpuTensor gdg = upload(grad_init, {d}, DType::f32), gdb = upload(grad_init, {d}, DType::f32);
+  cuda::layernorm_backward(gdy.view, gx.view, gg.view, gmean.view, grstd.view, gdx.view, gdg.view,
+                           gdb.view);
+  const std::vector<float> dx = download(gdx.view), dg = download(gdg.view),
+                           db = download(gdb.view);
+  check_close("dx", dtype, dx, ref.dx, rounded(base.dx, dtype));
+  check_close("d_gamma", dtype, dg, ref.d_gamma, base.d_gamma);
+  check_close("d_beta", dtype, db, ref.d_beta, base.d_beta);
+
+  // Deterministic: the same inputs give the same bits; in place (dx aliases dy) agrees.
+  GpuTensor gdg2 = upload(grad_init, {d}, DType::f32), gdb2 = upload(grad_init, {d}, DType::f32);
+  cuda::layernorm_backward(gdy.view, gx.view, gg.view, gmean.view, grstd.view, gdy.view, gdg2.view,
+                           gdb2.view);
+  check_identical("dx in place", download(gdy.view), dx);
+  check_identical("d_gamma rerun", download(gdg2.view), dg);
+  check_identical("d_beta rerun", download(gdb2.view), db);
+}
+
 }  // namespace
 
 TEST_CASE("cuda layernorm matches the CPU reference", "[cuda][layernorm]") {
@@ -44,50 +87,20 @@ TEST_CASE("cuda layernorm matches the CPU reference", "[cuda][layernorm]") {
   const int64_t row_counts[] = {1, 7, 100, 513};
   for (DType dtype : {DType::f32, DType::bf16, DType::f16})
     for (int64_t d : widths)
-      for (int64_t rows : row_counts) {
-        if (rows * d > 300000 && rows != 513) continue;
-        INFO("dtype " << dtype_name(dtype) << " rows " << rows << " d " << d);
-        const uint64_t seed = static_cast<uint64_t>(rows * 7919 + d);
-        // A row mean well away from 0 tests the two-pass variance.
-        std::vector<float> x = random_floats(rows * d, seed, 2.0f, 4.0f);
-        std::vector<float> gamma = random_floats(d, seed + 1, 0.5f, 1.5f);
-        std::vector<float> beta = random_floats(d, seed + 2, -0.5f, 0.5f);
-        std::vector<float> dy = random_floats(rows * d, seed + 3);
-        std::vector<float> grad_init = random_floats(d, seed + 4);
-        const CpuLayerNorm ref = cpu_layernorm(x, gamma, beta, dy, grad_init, rows, d);
-        const CpuLayerNorm base =
-            cpu_layernorm(rounded(x, dtype), rounded(gamma, dtype), rounded(beta, dtype),
-                          rounded(dy, dtype), grad_init, rows, d);
+      for (int64_t rows : row_counts)
+        if (rows * d <= 300000 || rows == 513) check_layernorm(dtype, rows, d);
+}
 
-        GpuTensor gx = upload(x, {rows, d}, dtype), gg = upload(gamma, {d}, dtype),
-                  gb = upload(beta, {d}, dtype), gdy = upload(dy, {rows, d}, dtype);
-        GpuTensor gy = gpu_poisoned({rows, d}, dtype), gmean = gpu_poisoned({rows}, DType::f32),
-                  grstd = gpu_poisoned({rows}, DType::f32);
-        cuda::layernorm_forward(gx.view, gg.view, gb.view, gy.view, gmean.view, grstd.view, 1e-5f);
-        check_close("y", dtype, download(gy.view), ref.y, rounded(base.y, dtype));
-        check_close("mean", dtype, download(gmean.view), ref.mean, base.mean);
-        check_close("rstd", dtype, download(grstd.view), ref.rstd, base.rstd);
-
-        GpuTensor gdx = gpu_poisoned({rows, d}, dtype);
-        GpuTensor gdg = upload(grad_init, {d}, DType::f32),
-                  gdb = upload(grad_init, {d}, DType::f32);
-        cuda::layernorm_backward(gdy.view, gx.view, gg.view, gmean.view, grstd.view, gdx.view,
-                                 gdg.view, gdb.view);
-        const std::vector<float> dx = download(gdx.view), dg = download(gdg.view),
-                                 db = download(gdb.view);
-        check_close("dx", dtype, dx, ref.dx, rounded(base.dx, dtype));
-        check_close("d_gamma", dtype, dg, ref.d_gamma, base.d_gamma);
-        check_close("d_beta", dtype, db, ref.d_beta, base.d_beta);
-
-        // Deterministic: the same inputs give the same bits; in place (dx aliases dy) agrees.
-        GpuTensor gdg2 = upload(grad_init, {d}, DType::f32),
-                  gdb2 = upload(grad_init, {d}, DType::f32);
-        cuda::layernorm_backward(gdy.view, gx.view, gg.view, gmean.view, grstd.view, gdy.view,
-                                 gdg2.view, gdb2.view);
-        check_identical("dx in place", download(gdy.view), dx);
-        check_identical("d_gamma rerun", download(gdg2.view), dg);
-        check_identical("d_beta rerun", download(gdb2.view), db);
-      }
+// The backward's warps stride over the rows of a grid that fills the GPU once (two to four blocks
+// of 8 warps an SM), so the cases above (at most 513 rows) give a warp one row. 6403 rows give
+// every warp at least two and some a third (up to 200 multiprocessors), so each warp's sums over
+// its rows and the last, partial stride are checked against the reference: f32 d = 512 and bf16 /
+// f16 d = 1024 (two blocks an SM), bf16 d = 512 (four).
+TEST_CASE("cuda layernorm backward over several rows a warp", "[cuda][layernorm]") {
+  check_layernorm(DType::f32, 6403, 512);
+  check_layernorm(DType::bf16, 6403, 1024);
+  check_layernorm(DType::f16, 6403, 1024);
+  check_layernorm(DType::bf16, 6403, 512);  // 32 bytes a lane: one row at a time
 }
 
 TEST_CASE("cuda layernorm takes the generic path off 16-byte alignment", "[cuda][layernorm]") {
