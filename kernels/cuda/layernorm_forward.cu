@@ -35,10 +35,10 @@ using layernorm_rows::kWarpsPerBlock;
 // --- the normalisation both forward ops share ---------------------------------------------------
 
 // Element i of a pack of a variant holding VEC * CHUNKS elements of T a lane, in f32. From 33 to 64
-// bytes a lane the integer unpacking of pack_element (device_util.cuh): with cvt.f32.bf16 the bf16
-// d = 1024 fused forward took 116 registers (two blocks an SM; the f16 one 76), with it 78 (three;
-// forward_min_blocks). Up to 32 bytes the conversion instruction: there pack_element ran the bf16 d
-// = 512 fused forward 0.2 us slower (ncu, H100, session 21), with registers to spare either way.
+// bytes a lane the integer unpacking of pack_element (device_util.cuh): with cvt.f32.bf16 ptxas
+// gave the bf16 d = 1024 fused forward 116 registers, two 256-thread blocks an SM (the f16 one 76),
+// with the shifts 78, three blocks (forward_min_blocks). Up to 32 bytes the conversion instruction:
+// there pack_element ran the bf16 d = 512 fused forward 0.2 us slower (ncu, H100, session 21).
 template <typename T, int VEC, int CHUNKS>
 __device__ __forceinline__ float row_element(const Pack<T, VEC>& pack, int i) {
   if constexpr (VEC * CHUNKS * sizeof(T) > 32)
@@ -193,13 +193,14 @@ __device__ __forceinline__ Pack<T, VEC> residual_sum(const T* residual, const T*
 
 // Blocks per multiprocessor the fused forward is compiled for (__launch_bounds__), by the bytes of
 // a row a lane holds: 4 (at most 64 registers a thread) up to 32 bytes (d <= 512 in bf16 / f16,
-// <= 256 in f32), 3 (80) up to 64 (d <= 1024 in bf16 / f16, <= 512 in f32; with row_element's
-// reads, see there), the compiler's choice above. The kernel is bound by the latency of its loads
-// (one row a warp: loaded, summed, stored), so it wants the warps. At 67 registers a bf16 d = 512
-// block of 8 rows held 3 blocks an SM, and 4 took bench-kernels' 8192 x 512 bf16 forward from
-// 0.0175 to 0.0169 ms (H100, session 12); 5 (48 registers) ran it slower (12.39 -> 12.57 us a
-// launch in a base step, session 21). At 64 bytes 4 blocks spilled 8 to 32 bytes; 3 took the big
-// post-norm step's forward (8192 x 1024 bf16) from 26.19 to 23.29 us a launch (ncu, H100).
+// <= 256 in f32); above, the compiler's choice, which is 72 to 78 registers, three blocks, up to
+// 64 bytes (d <= 1024 in bf16 / f16, <= 512 in f32; bf16 with row_element's shifts, see there). The
+// kernel is bound by the latency of its loads (one row a warp: loaded, summed, stored), so it wants
+// the warps: three blocks instead of two took the big post-norm step's forward (8192 x 1024 bf16)
+// from 26.34 to 23.57 us a launch (ncu, H100, session 21); four spilled 8 to 32 bytes. At 67
+// registers a bf16 d = 512 block of 8 rows held 3 blocks an SM, and 4 took bench-kernels' 8192 x
+// 512 bf16 forward from 0.0175 to 0.0169 ms (H100, session 12); 5 (48 registers) ran it slower
+// (12.39 -> 12.57 us a launch in a base step, session 21).
 template <typename T, int VEC, int CHUNKS>
 constexpr int forward_min_blocks() {
   return VEC * CHUNKS * static_cast<int>(sizeof(T)) <= 32 ? 4 : 1;
