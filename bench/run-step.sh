@@ -197,8 +197,11 @@ if [[ -n "$ncu_bin" && -n "${PROFILE_SOURCE:-}" ]]; then
   echo
   echo "Where one launch of ${PROFILE_SOURCE} spends its instructions and stalls (ncu source counters):"
   report="$BUILD_DIR/sass-ours"
-  if timeout "$(stage_timeout 240)" "$ncu_bin" --profile-from-start off --clock-control none        -k "regex:$PROFILE_SOURCE" --launch-count 1 --section SourceCounters -f -o "$report"        "$bin" "${profile_args[@]}" --warmup 2 --steps 1 >"$LOG_DIR/ncu-source.log" 2>&1 &&
-     "$ncu_bin" -i "$report.ncu-rep" --page source --csv --print-source sass        >"$LOG_DIR/sass-ours.csv" 2>>"$LOG_DIR/ncu-source.log"; then
+  if timeout "$(stage_timeout 240)" "$ncu_bin" --profile-from-start off --clock-control none \
+       -k "regex:$PROFILE_SOURCE" --launch-count 1 --section SourceCounters -f -o "$report" \
+       "$bin" "${profile_args[@]}" --warmup 2 --steps 1 >"$LOG_DIR/ncu-source.log" 2>&1 &&
+     "$ncu_bin" -i "$report.ncu-rep" --page source --csv --print-source sass \
+       >"$LOG_DIR/sass-ours.csv" 2>>"$LOG_DIR/ncu-source.log"; then
     python3 bench/sass_hotspots.py "$LOG_DIR/sass-ours.csv" | tee "$LOG_DIR/sass-ours.md" |
       tee -a "$LOG"
   else
