@@ -2,6 +2,7 @@
 // CUDA backend.
 #include "kernels/optimizer.h"
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -33,6 +34,27 @@ void check_adam_tensors(const char* op, const Tensor& param, const Tensor& grad,
   check_same_device(op, {&param, &grad, &m, &v});
 }
 
+void check_clip_record(const char* op, const Tensor& clip) {
+  check_shape(op, "clip", clip, {kGradClipWords});
+  detail::require_dtype(op, "clip", clip, DType::i32);
+}
+
+// The factor a host update applies, or nothing when the record says skip.
+bool host_factor(const char* op, const GradScale& scale, float& factor) {
+  factor = scale.value;
+  if (scale.clip == nullptr) return true;
+  check_clip_record(op, *scale.clip);
+  const GradClip record = read_grad_clip(*scale.clip);
+  factor = record.scale;
+  return record.skip == 0;
+}
+
+void check_scale_device(const char* op, const GradScale& scale, const Tensor& param) {
+  if (scale.clip == nullptr) return;
+  check_clip_record(op, *scale.clip);
+  check_same_device(op, {&param, scale.clip});
+}
+
 }  // namespace
 
 double sum_of_squares(const Tensor& x) {
@@ -42,35 +64,61 @@ double sum_of_squares(const Tensor& x) {
 }
 
 float clip_factor(double norm, float max_norm) {
-  // !(norm > max_norm) also catches a NaN norm: the caller skips such a step anyway.
-  if (max_norm <= 0.0f || !(norm > max_norm)) return 1.0f;
-  return static_cast<float>(max_norm / norm);
+  return clip_factor_of(norm, max_norm);
+}
+
+void grad_clip_into(const Tensor& x, double divisor, float max_norm, Tensor& clip) {
+  constexpr const char* op = "grad_clip_into";
+  check_clip_record(op, clip);
+  check_same_device(op, {&x, &clip});
+  if (!(divisor > 0.0))
+    throw std::invalid_argument(std::string(op) + ": divisor " + std::to_string(divisor) +
+                                " must be > 0");
+  if (detail::call_device({&x, &clip}) == Device::cuda)
+    return cuda::grad_clip_into(x, divisor, max_norm, clip);
+  const GradClip record =
+      grad_clip_of(cpu::sum_of_squares(detail::cpu_f32(op, "x", x), x.numel()), divisor, max_norm);
+  std::memcpy(clip.data, &record, sizeof(record));
+}
+
+GradClip read_grad_clip(const Tensor& clip) {
+  check_clip_record("read_grad_clip", clip);
+  if (clip.device == Device::cuda) return cuda::read_grad_clip(clip);
+  GradClip record;
+  std::memcpy(&record, clip.data, sizeof(record));
+  return record;
 }
 
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                 float grad_scale, Tensor* compute) {
+                 GradScale grad_scale, Tensor* compute) {
   constexpr const char* op = "adam_update";
   check_adam_tensors(op, param, grad, m, v);
   check_hyper(op, h);
+  check_scale_device(op, grad_scale, param);
   if (detail::call_device({&param, &grad, &m, &v}) == Device::cuda)
     return cuda::adam_update(param, grad, m, v, h, grad_scale, compute);
+  float factor = 1.0f;
+  if (!host_factor(op, grad_scale, factor)) return;
   cpu::adam_update(detail::cpu_f32(op, "param", param), detail::cpu_f32(op, "grad", grad),
                    detail::cpu_f32(op, "m", m), detail::cpu_f32(op, "v", v), param.numel(), h,
-                   grad_scale);
+                   factor);
   if (compute && !compute->empty()) convert_tensor(param, *compute);
 }
 
 void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                      float grad_scale, Tensor* compute) {
+                      GradScale grad_scale, Tensor* compute) {
   constexpr const char* op = "lazy_adam_update";
   detail::require_rank(op, "param", param, 2, "[rows, cols]");
   check_adam_tensors(op, param, grad, m, v);
   check_hyper(op, h);
+  check_scale_device(op, grad_scale, param);
   if (detail::call_device({&param, &grad, &m, &v}) == Device::cuda)
     return cuda::lazy_adam_update(param, grad, m, v, h, grad_scale, compute);
+  float factor = 1.0f;
+  if (!host_factor(op, grad_scale, factor)) return;
   cpu::lazy_adam_update(detail::cpu_f32(op, "param", param), detail::cpu_f32(op, "grad", grad),
                         detail::cpu_f32(op, "m", m), detail::cpu_f32(op, "v", v), param.dim(0),
-                        param.dim(1), h, grad_scale);
+                        param.dim(1), h, factor);
   if (compute && !compute->empty()) convert_tensor(param, *compute);
 }
 

@@ -138,10 +138,12 @@ int run(const Options& o) {
     timer.start();
     model.zero_grads();
     nmt::StepContext ctx{o.seed, static_cast<uint64_t>(i + 1), true};
-    nmt::LossSums sums =
-        model.forward_backward(batch, ctx, label_smoothing, static_cast<float>(scaler.scale()));
+    // As nmt-train's step: the update is enqueued behind backward before anything is read back.
+    model.start_forward_backward(batch, ctx, label_smoothing, static_cast<float>(scaler.scale()));
     timer.forward_backward_done();
-    nmt::OptimizerStepStats st = optimizer.step(i + 1, o.lr, tokens * scaler.scale(), o.clip);
+    optimizer.enqueue_step(i + 1, o.lr, tokens * scaler.scale(), o.clip);
+    const nmt::LossSums sums = model.loss_sums();
+    const nmt::OptimizerStepStats st = optimizer.finish_step();
     scaler.update(st.skipped);
     nmt::bench::StepSample sample = timer.finish();
     double loss = sums.loss / static_cast<double>(std::max<int64_t>(sums.tokens, 1));

@@ -370,6 +370,16 @@ StepContext Transformer::with_step_on_device(const StepContext& ctx) {
 
 LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ctx,
                                        float label_smoothing, float loss_scale) {
+  start_forward_backward(batch, ctx, label_smoothing, loss_scale);
+  return loss_sums();
+}
+
+LossSums Transformer::loss_sums() {
+  return read_loss_sums(loss_sums_.view({kLossSumsWords}), shape_.vocab);
+}
+
+void Transformer::start_forward_backward(const Batch& batch, const StepContext& ctx,
+                                         float label_smoothing, float loss_scale) {
   if (!plan_.training)
     throw std::logic_error(
         "Transformer::forward_backward: the model was planned for decoding only");
@@ -399,7 +409,6 @@ LossSums Transformer::forward_backward(const Batch& batch, const StepContext& ct
     if (graphs_) graphs_->count_overlapped();
     step(TrainGraphs::run_now());
   }
-  return read_loss_sums(loss_sums_.view({kLossSumsWords}), shape_.vocab);
 }
 
 void Transformer::enqueue_forward_backward(const StepContext& ctx, float label_smoothing,

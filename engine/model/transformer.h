@@ -105,6 +105,12 @@ class Transformer {
   // A model planned without training (ModelPlan) throws std::logic_error.
   LossSums forward_backward(const Batch& batch, const StepContext& ctx, float label_smoothing,
                             float loss_scale = 1.0f);
+  // forward_backward in two halves: the step enqueued (on the GPU it returns before it has run, so
+  // the caller can enqueue the optimizer behind it), and its loss sums read back (synchronising
+  // the current stream; a bad target throws here). The next step's start overwrites the sums.
+  void start_forward_backward(const Batch& batch, const StepContext& ctx, float label_smoothing,
+                              float loss_scale = 1.0f);
+  LossSums loss_sums();
   // Loss only, no gradients (dropout off).
   LossSums evaluate(const Batch& batch, float label_smoothing);
 

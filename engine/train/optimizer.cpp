@@ -2,7 +2,6 @@
 #include "engine/train/optimizer.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "kernels/optimizer.h"
 
@@ -17,9 +16,12 @@ static Tensor slice(const Tensor& flat, int64_t offset, int64_t rows, int64_t co
 }
 
 Optimizer::Optimizer(ParamStore& params, const OptimizerConfig& cfg, Device device)
-    : params_(params), cfg_(cfg), arena_(device, 2 * (params.total_elements() * 4 + 256)) {
+    : params_(params),
+      cfg_(cfg),
+      arena_(device, 2 * (params.total_elements() * 4 + 256) + kGradClipWords * 4 + 256) {
   m_ = arena_.allocate("adam.m", DType::f32, params.total_elements());
   v_ = arena_.allocate("adam.v", DType::f32, params.total_elements());
+  clip_ = arena_.allocate("optimizer.clip", DType::i32, kGradClipWords);
   std::vector<const Param*> by_offset;
   for (const Param& p : params.params()) by_offset.push_back(&p);
   std::sort(by_offset.begin(), by_offset.end(),
@@ -37,15 +39,13 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerConfig& cfg, Device devi
 }
 
 OptimizerStepStats Optimizer::step(int64_t step, double lr, double tokens, double clip_norm) {
-  OptimizerStepStats stats;
-  double divisor = std::max(tokens, 1.0);
-  stats.grad_norm = std::sqrt(sum_of_squares(params_.grads())) / divisor;
-  if (!std::isfinite(stats.grad_norm)) {
-    stats.skipped = true;
-    return stats;
-  }
-  float scale =
-      static_cast<float>(clip_factor(stats.grad_norm, static_cast<float>(clip_norm)) / divisor);
+  enqueue_step(step, lr, tokens, clip_norm);
+  return finish_step();
+}
+
+void Optimizer::enqueue_step(int64_t step, double lr, double tokens, double clip_norm) {
+  Tensor clip = clip_.view({kGradClipWords});
+  grad_clip_into(params_.grads(), std::max(tokens, 1.0), static_cast<float>(clip_norm), clip);
   AdamHyper h;
   h.lr = static_cast<float>(lr);
   h.beta1 = static_cast<float>(cfg_.beta1);
@@ -55,6 +55,7 @@ OptimizerStepStats Optimizer::step(int64_t step, double lr, double tokens, doubl
   h.step = step;
   Tensor master = params_.master(), grads = params_.grads(), m = m_.flat(), v = v_.flat();
   Tensor working = params_.working_copy();  // written by the same launches (mixed precision)
+  const GradScale scale(clip);
   for (const Segment& s : segments_) {
     Tensor p = slice(master, s.offset, s.rows, s.cols), g = slice(grads, s.offset, s.rows, s.cols);
     Tensor ms = slice(m, s.offset, s.rows, s.cols), vs = slice(v, s.offset, s.rows, s.cols);
@@ -65,6 +66,13 @@ OptimizerStepStats Optimizer::step(int64_t step, double lr, double tokens, doubl
     else
       adam_update(p, g, ms, vs, h, scale, compute);
   }
+}
+
+OptimizerStepStats Optimizer::finish_step() const {
+  const GradClip record = read_grad_clip(clip_.view({kGradClipWords}));
+  OptimizerStepStats stats;
+  stats.grad_norm = record.grad_norm;
+  stats.skipped = record.skip != 0;
   return stats;
 }
 

@@ -295,28 +295,44 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   // Dropout is keyed by (seed, step): a resumed run draws what the uninterrupted one drew.
   StepContext ctx{dropout_seed_, static_cast<uint64_t>(step), true};
   double global_tokens = 0, local_tokens = 0, loss = 0, correct = 0, data_seconds = 0;
+  auto add_sums = [&](const LossSums& s) {
+    local_tokens += static_cast<double>(s.tokens);
+    loss += s.loss;
+    correct += static_cast<double>(s.correct);
+  };
   for (int64_t micro = 0; micro < cfg_.train.update_freq; ++micro) {
     auto data_start = Clock::now();
     Batch batch = data_->next_train();
     data_seconds += seconds_since(data_start);
     report_.train_flops += training_flops(model_->shape(), batch_dims(batch));
+    const bool last = micro + 1 == cfg_.train.update_freq;
     // Only the last micro-batch's gradients are final: its backward starts the exchange.
-    if (micro + 1 == cfg_.train.update_freq && dp_.overlaps_backward())
+    if (last && dp_.overlaps_backward())
       model_->set_grad_ready_hook(
           [this](const Param& p) { dp_.mark_ready(p); },
           [this](const std::vector<const Param*>& ps) { return dp_.buckets_completed_by(ps); });
-    LossSums s = model_->forward_backward(batch, ctx, label_smoothing_,
-                                          static_cast<float>(loss_scaler_.scale()));
+    model_->start_forward_backward(batch, ctx, label_smoothing_,
+                                   static_cast<float>(loss_scaler_.scale()));
     model_->set_grad_ready_hook(nullptr);
     global_tokens += static_cast<double>(data_->last_global_tgt_tokens());
-    local_tokens += static_cast<double>(s.tokens);
-    loss += s.loss;
-    correct += static_cast<double>(s.correct);
+    // The next micro-batch overwrites the sums; the last one's are read after the update is
+    // enqueued, so that the GPU goes from backward to the optimizer without waiting on the host.
+    if (!last) add_sums(model_->loss_sums());
   }
   timer.forward_backward_done();
-  // Gradients summed over ranks (only after the last micro-batch); the log sums too, so every rank
-  // holds the same interval state (and a checkpoint from rank 0 fits them all).
+  // Gradients summed over ranks (only after the last micro-batch).
   const GradExchangeStats& exchange = dp_.reduce_gradients();
+  double lr = learning_rate_at(lr_, model_->shape().d_model, step);
+  // Dividing by tokens * scale unscales the gradients (fp16 loss scaling; the scale is 1
+  // otherwise). The norm and the clipping stay on the device; a non-finite norm skips the update
+  // there.
+  optimizer_->enqueue_step(step, lr, global_tokens * loss_scaler_.scale(), cfg_.train.clip_norm);
+  // A bad target throws here, after the update was enqueued: the run stops with the error and
+  // saves nothing, so no checkpoint holds that update.
+  add_sums(model_->loss_sums());
+  const OptimizerStepStats st = optimizer_->finish_step();
+  // The log's sums are summed over ranks too, so every rank holds the same interval state (and a
+  // checkpoint from rank 0 fits them all).
   // A stop signal read here is agreed on by every rank through the same sum: mpirun may deliver it
   // to some ranks only, or to each at a different step, and all must stop after the same step.
   int stop = options_.stop_signal ? options_.stop_signal->load() : 0;
@@ -332,11 +348,6 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
   time_up_ = time_up;
   state_.interval.loss += loss;
   state_.interval.correct += correct;
-  double lr = learning_rate_at(lr_, model_->shape().d_model, step);
-  // Dividing by tokens * scale unscales the gradients (fp16 loss scaling; the scale is 1
-  // otherwise).
-  OptimizerStepStats st =
-      optimizer_->step(step, lr, global_tokens * loss_scaler_.scale(), cfg_.train.clip_norm);
   loss_scaler_.update(st.skipped);
   // The sums are global, so every rank counts the same consecutive bad steps.
   bad_steps_ = st.skipped || !std::isfinite(loss) ? bad_steps_ + 1 : 0;

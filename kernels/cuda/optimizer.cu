@@ -3,6 +3,8 @@
 // term (kernels/cpu/optimizer.cpp); only fused multiply-adds can differ in the last bit.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
@@ -45,9 +47,11 @@ __global__ void sum_of_squares_partials(const T* __restrict__ x, int64_t n,
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
+// clip: nullptr, or where the step's GradClip record goes (grad_clip_of of the total).
 __global__ void __launch_bounds__(kSumThreads)
     sum_partials_in_double(const float* __restrict__ partials, int count,
-                           double* __restrict__ total) {
+                           double* __restrict__ total, GradClip* __restrict__ clip, double divisor,
+                           float max_norm) {
   __shared__ double shared[kSumThreads];
   double sum = 0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
@@ -57,7 +61,9 @@ __global__ void __launch_bounds__(kSumThreads)
     if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) *total = shared[0];
+  if (threadIdx.x != 0) return;
+  *total = shared[0];
+  if (clip) *clip = grad_clip_of(shared[0], divisor, max_norm);
 }
 
 // --- Adam --------------------------------------------------------------------------------------
@@ -67,9 +73,10 @@ struct AdamConstants {
   float decay_factor;  // 1 - lr * weight_decay
   float beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
   float grad_scale;
+  const GradClip* clip;  // nullptr, or the record whose scale replaces grad_scale (and may skip)
 };
 
-AdamConstants adam_constants(const AdamHyper& h, float grad_scale) {
+AdamConstants adam_constants(const AdamHyper& h, const GradScale& scale) {
   const double t = static_cast<double>(h.step);
   const double correction = std::sqrt(1.0 - std::pow(static_cast<double>(h.beta2), t)) /
                             (1.0 - std::pow(static_cast<double>(h.beta1), t));
@@ -80,7 +87,16 @@ AdamConstants adam_constants(const AdamHyper& h, float grad_scale) {
                        1.0f - h.beta1,
                        1.0f - h.beta2,
                        h.eps,
-                       grad_scale};
+                       scale.value,
+                       scale.clip ? static_cast<const GradClip*>(scale.clip->data) : nullptr};
+}
+
+// The record's factor in a.grad_scale; false when the record says the step is skipped.
+__device__ __forceinline__ bool read_clip(AdamConstants& a) {
+  if (a.clip == nullptr) return true;
+  const GradClip clip = *a.clip;
+  a.grad_scale = clip.scale;
+  return clip.skip == 0;
 }
 
 __device__ __forceinline__ void adam_element(float& param, float raw_grad, float& m, float& v,
@@ -98,6 +114,7 @@ __global__ void adam_kernel(float* __restrict__ param, const float* __restrict__
                             float* __restrict__ m, float* __restrict__ v, int64_t n,
                             AdamConstants a, C* __restrict__ compute) {
   using P = Pack<float, VEC>;
+  if (!read_clip(a)) return;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = n / VEC;
   if (i < packs) {
@@ -129,7 +146,7 @@ __global__ void lazy_adam_kernel(float* __restrict__ param, const float* __restr
   using P = Pack<float, VEC>;
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (row >= rows) return;
+  if (row >= rows || !read_clip(a)) return;
   const int64_t base = row * cols;
   bool touched = false;
   for (int64_t c = lane * VEC; c < cols; c += 32 * VEC) {
@@ -182,9 +199,44 @@ void check_adam(const char* op, const Tensor& param, const Tensor& grad, const T
   detail::require_on_gpu(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
 }
 
+// A record the kernels read as a GradClip: on the GPU, aligned for its double.
+void check_clip_record(const char* op, const GradScale& scale) {
+  if (scale.clip == nullptr) return;
+  detail::require_on_gpu(op, {{"clip", scale.clip}});
+  if (!is_aligned16(scale.clip->data))
+    throw std::invalid_argument(std::string(op) + ": clip must be 16-byte aligned");
+}
+
 bool all_aligned(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
   return is_aligned16(a.data) && is_aligned16(b.data) && is_aligned16(c.data) &&
          is_aligned16(d.data);
+}
+
+// Enqueues the sum of squares of x into *total (and the step's record into *clip when given) on
+// the current stream; total and clip lie in the stream's scratch or the caller's buffer.
+void enqueue_sum_of_squares(const char* op, const Tensor& x, double* total, GradClip* clip,
+                            double divisor, float max_norm, float* partials, int blocks) {
+  cudaStream_t stream = current_stream();
+  const int64_t n = x.numel();
+  if (blocks > 0)
+    dispatch_float_dtype(x.dtype, op, "x", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* data = static_cast<const T*>(x.data);
+      if (is_aligned16(x.data))
+        sum_of_squares_partials<T, kPackWidth<T>>
+            <<<blocks, kThreads, 0, stream>>>(data, n, partials);
+      else
+        sum_of_squares_partials<T, 1><<<blocks, kThreads, 0, stream>>>(data, n, partials);
+      CUDA_CHECK_LAUNCH();
+    });
+  sum_partials_in_double<<<1, kSumThreads, 0, stream>>>(partials, blocks, total, clip, divisor,
+                                                        max_norm);
+  CUDA_CHECK_LAUNCH();
+}
+
+int sum_blocks(int64_t n) {
+  return static_cast<int>(
+      std::min<int64_t>(int64_t{4} * multiprocessor_count(), blocks_for(n, kThreads * 8)));
 }
 
 }  // namespace
@@ -196,35 +248,53 @@ double sum_of_squares(const Tensor& x) {
   if (n == 0) return 0.0;
   cudaStream_t stream = current_stream();
   StreamResources& resources = stream_resources(stream);
-  const int blocks = static_cast<int>(
-      std::min<int64_t>(int64_t{4} * multiprocessor_count(), blocks_for(n, kThreads * 8)));
+  const int blocks = sum_blocks(n);
   ScratchLayout layout;
   const size_t partials_offset = layout.add(static_cast<size_t>(blocks) * sizeof(float));
   const size_t total_offset = layout.add(sizeof(double));
   void* base = resources.scratch(layout.total());
-  float* partials = at_offset<float>(base, partials_offset);
   double* total = at_offset<double>(base, total_offset);
   auto* host_total = static_cast<double*>(resources.host_result(sizeof(double)));
-  dispatch_float_dtype(x.dtype, op, "x", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* data = static_cast<const T*>(x.data);
-    if (is_aligned16(x.data))
-      sum_of_squares_partials<T, kPackWidth<T>><<<blocks, kThreads, 0, stream>>>(data, n, partials);
-    else
-      sum_of_squares_partials<T, 1><<<blocks, kThreads, 0, stream>>>(data, n, partials);
-    CUDA_CHECK_LAUNCH();
-  });
-  sum_partials_in_double<<<1, kSumThreads, 0, stream>>>(partials, blocks, total);
-  CUDA_CHECK_LAUNCH();
+  enqueue_sum_of_squares(op, x, total, nullptr, 0.0, 0.0f, at_offset<float>(base, partials_offset),
+                         blocks);
   CUDA_CHECK(cudaMemcpyAsync(host_total, total, sizeof(double), cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return *host_total;
 }
 
+void grad_clip_into(const Tensor& x, double divisor, float max_norm, Tensor& clip) {
+  constexpr const char* op = "grad_clip_into";
+  detail::require_on_gpu(op, {{"x", &x}, {"clip", &clip}});
+  if (!is_aligned16(clip.data))
+    throw std::invalid_argument(std::string(op) + ": clip must be 16-byte aligned");
+  auto* record = static_cast<GradClip*>(clip.data);
+  cudaStream_t stream = current_stream();
+  const int64_t n = x.numel();
+  // No elements: no partials, and the last kernel sums none (the record of a zero norm).
+  const int blocks = n == 0 ? 0 : sum_blocks(n);
+  ScratchLayout layout;
+  const size_t partials_offset =
+      layout.add(static_cast<size_t>(std::max(blocks, 1)) * sizeof(float));
+  const size_t total_offset = layout.add(sizeof(double));
+  void* base = stream_resources(stream).scratch(layout.total());
+  enqueue_sum_of_squares(op, x, at_offset<double>(base, total_offset), record, divisor, max_norm,
+                         at_offset<float>(base, partials_offset), blocks);
+}
+
+GradClip read_grad_clip(const Tensor& clip) {
+  detail::require_on_gpu("read_grad_clip", {{"clip", &clip}});
+  cudaStream_t stream = current_stream();
+  auto* host = static_cast<GradClip*>(stream_resources(stream).host_result(sizeof(GradClip)));
+  CUDA_CHECK(cudaMemcpyAsync(host, clip.data, sizeof(GradClip), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  return *host;
+}
+
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                 float grad_scale, Tensor* compute) {
+                 GradScale grad_scale, Tensor* compute) {
   constexpr const char* op = "adam_update";
   check_adam(op, param, grad, m, v);
+  check_clip_record(op, grad_scale);
   const int64_t n = param.numel();
   if (n == 0) return;
   cudaStream_t stream = current_stream();
@@ -247,10 +317,11 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
 }
 
 void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h,
-                      float grad_scale, Tensor* compute) {
+                      GradScale grad_scale, Tensor* compute) {
   constexpr const char* op = "lazy_adam_update";
   detail::require_rank(op, "param", param, 2);
   check_adam(op, param, grad, m, v);
+  check_clip_record(op, grad_scale);
   const int64_t rows = param.dim(0), cols = param.dim(1);
   if (rows == 0 || cols == 0) return;
   cudaStream_t stream = current_stream();

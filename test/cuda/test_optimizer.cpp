@@ -1,4 +1,4 @@
-// CUDA gradient sum of squares and Adam / LazyAdam against the CPU reference.
+// CUDA gradient sum of squares, the clip record and Adam / LazyAdam against the CPU reference.
 #include <cmath>
 #include <vector>
 
@@ -103,6 +103,68 @@ TEST_CASE("cuda adam and lazy adam write the working copy in the same pass", "[c
         if (lazy && i / cols == 5) REQUIRE(copy[i] == before[i]);
       }
     }
+}
+
+TEST_CASE("cuda grad_clip_into gives the CPU's record bit for bit", "[cuda][optimizer]") {
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000003}})
+      for (float max_norm : {0.0f, 1.0f, 1e4f}) {
+        INFO("dtype " << dtype_name(dtype) << " n " << n << " max_norm " << max_norm);
+        std::vector<float> x = rounded(random_floats(n, 80 + n, -3.0f, 3.0f), dtype);
+        // The CPU record from the GPU's own sum (the two sums differ in their last bits).
+        GpuTensor gx = upload(x, {n}, dtype);
+        const GradClip expected = grad_clip_of(cuda::sum_of_squares(gx.view), 3.5, max_norm);
+        GpuTensor record = upload_i32(std::vector<int32_t>(kGradClipWords, -1), {kGradClipWords});
+        cuda::grad_clip_into(gx.view, 3.5, max_norm, record.view);
+        const GradClip got = cuda::read_grad_clip(record.view);
+        CHECK(got.grad_norm == expected.grad_norm);
+        CHECK(got.scale == expected.scale);
+        CHECK(got.skip == 0);
+      }
+  std::vector<float> x = random_floats(1001, 90);
+  x[500] = INFINITY;
+  GpuTensor gx = upload(x, {1001}, DType::f32);
+  GpuTensor record = upload_i32(std::vector<int32_t>(kGradClipWords, 0), {kGradClipWords});
+  cuda::grad_clip_into(gx.view, 1.0, 1.0f, record.view);
+  CHECK(cuda::read_grad_clip(record.view).skip == 1);
+}
+
+TEST_CASE("cuda adam reads the clip record on the device, and skips when it says so",
+          "[cuda][optimizer]") {
+  for (bool lazy : {false, true}) {
+    INFO("lazy " << lazy);
+    const int64_t rows = 9, cols = 36, n = rows * cols;
+    const std::vector<float> param = random_floats(n, 91), m = random_floats(n, 92, 0.0f, 0.01f),
+                             v = random_floats(n, 93, 0.0f, 0.001f);
+    std::vector<float> grad = random_floats(n, 94, -0.1f, 0.1f);
+    AdamHyper h;
+    h.step = 3;
+    auto run = [&](const std::vector<float>& g, bool with_record) {
+      GpuTensor gp = upload(param, {rows, cols}, DType::f32),
+                gm = upload(m, {rows, cols}, DType::f32), gv = upload(v, {rows, cols}, DType::f32),
+                gg = upload(g, {rows, cols}, DType::f32);
+      GpuTensor work = upload(param, {rows, cols}, DType::bf16);
+      GpuTensor record = upload_i32(std::vector<int32_t>(kGradClipWords, 0), {kGradClipWords});
+      cuda::grad_clip_into(gg.view, 7.0, 0.05f, record.view);
+      const GradScale scale =
+          with_record ? GradScale(record.view) : GradScale(cuda::read_grad_clip(record.view).scale);
+      if (lazy)
+        cuda::lazy_adam_update(gp.view, gg.view, gm.view, gv.view, h, scale, &work.view);
+      else
+        cuda::adam_update(gp.view, gg.view, gm.view, gv.view, h, scale, &work.view);
+      return std::vector<std::vector<float>>{download(gp.view), download(gm.view),
+                                             download(gv.view), download(work.view)};
+    };
+    const auto by_host = run(grad, false), by_record = run(grad, true);
+    for (size_t i = 0; i < by_host.size(); ++i) CHECK(by_record[i] == by_host[i]);
+    CHECK(by_record[0] != param);
+    grad[n / 2] = NAN;
+    const auto skipped = run(grad, true);
+    CHECK(skipped[0] == param);
+    CHECK(skipped[1] == m);
+    CHECK(skipped[2] == v);
+    CHECK(skipped[3] == rounded(param, DType::bf16));
+  }
 }
 
 }  // namespace nmt::test

@@ -149,3 +149,98 @@ TEST_CASE("adam on the CPU writes a bf16 working copy of the updated parameters"
   nmt::adam_update(p, g, tm, tv, h, 1.0f, &w);
   for (int64_t i = 0; i < n; ++i) CHECK(working[i] == nmt::float_to_bf16(param[i]));
 }
+
+namespace {
+
+// A GradClip record in host memory, as the optimizer's buffer holds it.
+struct ClipRecord {
+  std::vector<int32_t> words = std::vector<int32_t>(kGradClipWords, 0);
+  Tensor view() { return Tensor(words.data(), DType::i32, Device::cpu, {kGradClipWords}); }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "grad_clip_into records the norm and the factor that Optimizer::step computed on the host",
+    "[cpu][optimizer]") {
+  const std::vector<float> grads = {3.0f, -4.0f, 12.0f};  // norm 13 before the divisor
+  for (double divisor : {1.0, 2.0, 6.5})
+    for (float max_norm : {0.0f, 1.0f, 6.5f, 100.0f}) {
+      INFO("divisor " << divisor << " max_norm " << max_norm);
+      ClipRecord record;
+      Tensor clip = record.view();
+      grad_clip_into(view(grads, {3}), divisor, max_norm, clip);
+      const GradClip got = read_grad_clip(clip);
+      const double norm = std::sqrt(sum_of_squares(view(grads, {3}))) / divisor;
+      CHECK(got.grad_norm == norm);
+      CHECK(got.scale == static_cast<float>(clip_factor(norm, max_norm) / divisor));
+      CHECK(got.skip == 0);
+    }
+  ClipRecord record;
+  Tensor clip = record.view();
+  grad_clip_into(view(grads, {3}), 2.0, 1.0f, clip);
+  CHECK(read_grad_clip(clip).scale == static_cast<float>(1.0 / 6.5 / 2.0));  // 13 / 2 clipped to 1
+  for (float bad : {INFINITY, NAN}) {
+    const std::vector<float> overflowed = {1.0f, bad};
+    grad_clip_into(view(overflowed, {2}), 1.0, 1.0f, clip);
+    CHECK(read_grad_clip(clip).skip == 1);
+  }
+}
+
+TEST_CASE("adam_update with a clip record applies its factor, or nothing when it says skip",
+          "[cpu][optimizer]") {
+  const int64_t n = 5;
+  const std::vector<float> grad = {0.5f, -1.0f, 2.0f, 0.0f, 0.25f};
+  const std::vector<float> param0 = {1.0f, -0.5f, 0.25f, 2.0f, -1.0f}, m0(n, 0.01f), v0(n, 0.02f);
+  AdamHyper h;
+  h.lr = 0.01f;
+  for (bool lazy : {false, true}) {
+    INFO((lazy ? "lazy_adam_update" : "adam_update"));
+    auto update = [&](std::vector<float>& p, std::vector<float>& m, std::vector<float>& v,
+                      GradScale scale) {
+      Tensor tp = view(p, {1, n}), tm = view(m, {1, n}), tv = view(v, {1, n});
+      if (lazy)
+        lazy_adam_update(tp, view(grad, {1, n}), tm, tv, h, scale);
+      else
+        adam_update(tp, view(grad, {1, n}), tm, tv, h, scale);
+    };
+    ClipRecord record;
+    Tensor clip = record.view();
+    grad_clip_into(view(grad, {1, n}), 4.0, 0.1f, clip);
+    std::vector<float> p = param0, m = m0, v = v0, p_ref = param0, m_ref = m0, v_ref = v0;
+    update(p, m, v, GradScale(clip));
+    update(p_ref, m_ref, v_ref, read_grad_clip(clip).scale);
+    CHECK(p == p_ref);
+    CHECK(m == m_ref);
+    CHECK(v == v_ref);
+    CHECK(p != param0);
+
+    const std::vector<float> overflowed = {1.0f, INFINITY};
+    grad_clip_into(view(overflowed, {2}), 4.0, 0.1f, clip);
+    p = param0, m = m0, v = v0;
+    update(p, m, v, GradScale(clip));
+    CHECK(p == param0);
+    CHECK(m == m0);
+    CHECK(v == v0);
+  }
+}
+
+TEST_CASE("grad_clip_into rejects a bad record or divisor, naming the op",
+          "[cpu][optimizer][errors]") {
+  const std::vector<float> grads = {1.0f, 2.0f};
+  std::vector<int32_t> short_words(3);
+  Tensor short_clip(short_words.data(), DType::i32, Device::cpu, {3});
+  CHECK(invalid_argument_message([&] {
+          grad_clip_into(view(grads, {2}), 1.0, 1.0f, short_clip);
+        }).find("grad_clip_into: clip") != std::string::npos);
+  ClipRecord record;
+  Tensor clip = record.view();
+  CHECK(invalid_argument_message([&] {
+          grad_clip_into(view(grads, {2}), 0.0, 1.0f, clip);
+        }).find("grad_clip_into: divisor") != std::string::npos);
+  std::vector<float> param(2), m(2), v(2);
+  Tensor tp = view(param, {2}), tm = view(m, {2}), tv = view(v, {2});
+  CHECK(invalid_argument_message([&] {
+          adam_update(tp, view(grads, {2}), tm, tv, AdamHyper{}, GradScale(short_clip));
+        }).find("adam_update: clip") != std::string::npos);
+}
