@@ -17,6 +17,7 @@
 #include "engine/model/workspace.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/upload_staging.h"
 #include "kernels/embedding.h"
 
 namespace nmt {
@@ -176,6 +177,11 @@ class Transformer {
 
  private:
   void upload(const Batch& batch);
+  // Checks that the batch fits the plan and takes its shape (batch_, src_len_, tgt_len_).
+  void take_shape(const Batch& batch);
+  // A training step's inputs: upload, upload_row_orders and with_step_on_device in one; on the GPU
+  // through staging_ (copies enqueued behind the work before them, no host wait).
+  StepContext upload_step(const Batch& batch, const StepContext& ctx);
   // Writes ctx.step where the GPU's dropout kernels read it and returns ctx pointing there (the
   // CPU: ctx as it is).
   StepContext with_step_on_device(const StepContext& ctx);
@@ -203,6 +209,8 @@ class Transformer {
                       const EmbeddingDropout& dropout, bool target) const;
   // Uploads the batch's row orders where the GPU's backward can use them (sets row_orders_).
   void upload_row_orders(const Batch& batch);
+  // Whether the GPU's backward uses the batch's row orders (sets row_orders_).
+  bool take_row_orders(const Batch& batch);
   EmbeddingRowOrder row_order(bool target) const;  // in row_orders_buffer_
   // The parameters registered since `first` (an index into params_), as one backward stage.
   void add_stage(std::vector<std::vector<const Param*>>& stages, size_t first);
@@ -256,7 +264,10 @@ class Transformer {
   // training model only).
   Buffer deferred_partials_;
   cuda::PartialSumDeferral deferred_sums_;
-  // Inputs: [rows] i32 ids, [batch] i32 lengths.
+  // Inputs, each a part of inputs_ (a GPU training step uploads them through staging_, which
+  // mirrors its layout): [rows] i32 ids, [batch] i32 lengths.
+  Buffer inputs_;
+  std::unique_ptr<cuda::UploadStaging> staging_;  // GPU training only: [inputs_ bytes] pinned
   Buffer src_ids_, tgt_in_, tgt_out_, src_lengths_, tgt_lengths_;
   Buffer step_;       // [2] i32: the step as a u64 (StepContext::step_on_device)
   // GPU training only: [4, rows] i32, the source's then the target's EmbeddingRowOrder (keys, then

@@ -48,12 +48,17 @@ void Transformer::embed_backward(const Tensor& ids, Tensor& d_out, Param& table,
                      row_orders_ ? &order : nullptr);
 }
 
-void Transformer::upload_row_orders(const Batch& batch) {
+bool Transformer::take_row_orders(const Batch& batch) {
   const int64_t s_rows = batch_ * src_len_, t_rows = batch_ * tgt_len_;
-  row_orders_ = device_ == Device::cuda && embedding_fused() &&
+  row_orders_ = device_ == Device::cuda && embedding_fused() && row_orders_buffer_.capacity > 0 &&
                 static_cast<int64_t>(batch.src_order.size()) == 2 * s_rows &&
                 static_cast<int64_t>(batch.tgt_order.size()) == 2 * t_rows;
-  if (!row_orders_) return;
+  return row_orders_;
+}
+
+void Transformer::upload_row_orders(const Batch& batch) {
+  if (!take_row_orders(batch)) return;
+  const int64_t s_rows = batch_ * src_len_;
   const auto put = [&](const std::vector<int32_t>& host, int64_t first) {
     Tensor src(const_cast<int32_t*>(host.data()), DType::i32, Device::cpu,
                {static_cast<int64_t>(host.size())});
