@@ -80,6 +80,35 @@ TEST_CASE("a different seed gives a different run, and training lowers the loss"
   CHECK(s.last_loss < first - 0.3);
 }
 
+// The loss and accuracy of a loss line ("loss X | acc Y%").
+std::string loss_and_acc(const std::string& line) {
+  const size_t from = line.find("loss "), to = line.find(" | lr");
+  return line.substr(from, to - from);
+}
+
+TEST_CASE("update_freq 2 counts every micro-batch's loss: the same batches give the same loss line",
+          "[engine][train]") {
+  // The learning rate too small to move a weight and no dropout: every batch sees the same model,
+  // so 12 steps of two micro-batches and 24 steps of one read the same 24 batches and must log
+  // the same token-weighted loss and accuracy (the trainer reads the last micro-batch's sums after
+  // the update is enqueued, the others before the next one overwrites them).
+  nmt::RunConfig c = small_config();
+  c.lr_schedule.learning_rate = 1e-30;
+  c.model.dropout = c.model.attention_dropout = c.model.relu_dropout = 0;
+  c.eval.every_steps = 0;
+  c.train.max_steps = c.log.every_steps = 24;
+  std::ostringstream one, two;
+  nmt::run_training(c, one);
+  c.train.update_freq = 2;
+  c.train.max_steps = c.log.every_steps = 12;
+  nmt::run_training(c, two);
+  const auto lines_one = loss_lines(one.str()), lines_two = loss_lines(two.str());
+  INFO(one.str() << "\n" << two.str());
+  REQUIRE(lines_one.size() == 1);
+  REQUIRE(lines_two.size() == 1);
+  CHECK(loss_and_acc(lines_two[0]) == loss_and_acc(lines_one[0]));
+}
+
 namespace {
 
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {
