@@ -201,6 +201,8 @@ class Transformer {
   void final_norm_backward(Tensor& grad, const Tensor& x, Param* gain, Param* bias,
                            const Buffer& mean, const Buffer& rstd, const BranchTail* top);
   void allocate(Arena& arena);
+  // The inputs' parts of inputs_, and staging_ for a GPU training model (transformer_inputs.cpp).
+  void allocate_inputs(Arena& arena);
   // The source's or target's embedding (ids [rows], out / d_out [rows, d_model]) with its dropout,
   // fused unless NMT_EMBEDDING_FUSED=0; the backward accumulates into table.grad.
   void embed(const Tensor& ids, const Param& table, Tensor& out, int64_t seq_len,
