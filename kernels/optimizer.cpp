@@ -40,11 +40,10 @@ void check_clip_record(const char* op, const Tensor& clip) {
 }
 
 // The factor a host update applies, or nothing when the record says skip.
-bool host_factor(const char* op, const GradScale& scale, float& factor) {
+bool host_factor(const GradScale& scale, float& factor) {
   factor = scale.value;
   if (scale.clip == nullptr) return true;
-  check_clip_record(op, *scale.clip);
-  const GradClip record = read_grad_clip(*scale.clip);
+  const GradClip record = read_grad_clip(*scale.clip);  // checked by check_scale_device
   factor = record.scale;
   return record.skip == 0;
 }
@@ -98,7 +97,7 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
   if (detail::call_device({&param, &grad, &m, &v}) == Device::cuda)
     return cuda::adam_update(param, grad, m, v, h, grad_scale, compute);
   float factor = 1.0f;
-  if (!host_factor(op, grad_scale, factor)) return;
+  if (!host_factor(grad_scale, factor)) return;
   cpu::adam_update(detail::cpu_f32(op, "param", param), detail::cpu_f32(op, "grad", grad),
                    detail::cpu_f32(op, "m", m), detail::cpu_f32(op, "v", v), param.numel(), h,
                    factor);
@@ -115,7 +114,7 @@ void lazy_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, c
   if (detail::call_device({&param, &grad, &m, &v}) == Device::cuda)
     return cuda::lazy_adam_update(param, grad, m, v, h, grad_scale, compute);
   float factor = 1.0f;
-  if (!host_factor(op, grad_scale, factor)) return;
+  if (!host_factor(grad_scale, factor)) return;
   cpu::lazy_adam_update(detail::cpu_f32(op, "param", param), detail::cpu_f32(op, "grad", grad),
                         detail::cpu_f32(op, "m", m), detail::cpu_f32(op, "v", v), param.dim(0),
                         param.dim(1), h, factor);

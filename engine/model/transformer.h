@@ -185,6 +185,8 @@ class Transformer {
   // Writes ctx.step where the GPU's dropout kernels read it and returns ctx pointing there (the
   // CPU: ctx as it is).
   StepContext with_step_on_device(const StepContext& ctx);
+  // ctx pointing at the step number in step_ (uploaded there already).
+  StepContext on_device_step(const StepContext& ctx) const;
   // forward_backward's work after the upload, enqueued only: the loss sums go to loss_sums_.
   void enqueue_forward_backward(const StepContext& ctx, float label_smoothing, float loss_scale);
   Tensor encode(const StepContext& ctx);

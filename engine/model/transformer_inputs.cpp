@@ -10,6 +10,16 @@
 #include "engine/model/transformer.h"
 
 namespace nmt {
+namespace {
+
+// A step number as the two i32 words of step_ (StepContext::step_on_device reads them as a u64).
+std::vector<int32_t> step_words(uint64_t step) {
+  static_assert(sizeof(uint64_t) == 2 * sizeof(int32_t));
+  return {static_cast<int32_t>(static_cast<uint32_t>(step)),
+          static_cast<int32_t>(static_cast<uint32_t>(step >> 32))};
+}
+
+}  // namespace
 
 void Transformer::allocate_inputs(Arena& arena) {
   const int64_t rows = max_rows_;
@@ -25,15 +35,18 @@ void Transformer::allocate_inputs(Arena& arena) {
       {&step_, 2},
       {&row_orders_buffer_, gpu_training ? 4 * rows : 0}};
   constexpr int64_t kPartAlign = 64;  // i32 elements: 256 bytes
+  auto padded = [](int64_t elements) {
+    return (elements + kPartAlign - 1) / kPartAlign * kPartAlign;
+  };
   int64_t total = 0;
-  for (const auto& part : parts) total += (part.second + kPartAlign - 1) / kPartAlign * kPartAlign;
+  for (const auto& part : parts) total += padded(part.second);
   inputs_ = arena.allocate("inputs", DType::i32, total);
   int64_t at = 0;
   for (const auto& [buffer, elements] : parts) {
     *buffer = inputs_;
     buffer->data = inputs_.data ? static_cast<int32_t*>(inputs_.data) + at : nullptr;
     buffer->capacity = elements;
-    at += (elements + kPartAlign - 1) / kPartAlign * kPartAlign;
+    at += padded(elements);
   }
   src_ids_.name = "src_ids", tgt_in_.name = "tgt_in", tgt_out_.name = "tgt_out";
   src_lengths_.name = "src_lengths", tgt_lengths_.name = "tgt_lengths", step_.name = "step";
@@ -80,14 +93,9 @@ StepContext Transformer::upload_step(const Batch& batch, const StepContext& ctx)
     put(row_orders_buffer_, batch.src_order, 0);
     put(row_orders_buffer_, batch.tgt_order, 2 * batch_ * src_len_);
   }
-  put(step_,
-      {static_cast<int32_t>(static_cast<uint32_t>(ctx.step)),
-       static_cast<int32_t>(static_cast<uint32_t>(ctx.step >> 32))},
-      0);
+  put(step_, step_words(ctx.step), 0);
   staging_->end();
-  StepContext on_device = ctx;
-  on_device.step_on_device = static_cast<const uint64_t*>(step_.data);
-  return on_device;
+  return on_device_step(ctx);
 }
 
 void Transformer::take_shape(const Batch& batch) {
@@ -105,10 +113,11 @@ void Transformer::take_shape(const Batch& batch) {
 
 StepContext Transformer::with_step_on_device(const StepContext& ctx) {
   if (device_ != Device::cuda) return ctx;
-  static_assert(sizeof(uint64_t) == 2 * sizeof(int32_t));
-  upload_i32({static_cast<int32_t>(static_cast<uint32_t>(ctx.step)),
-              static_cast<int32_t>(static_cast<uint32_t>(ctx.step >> 32))},
-             step_);
+  upload_i32(step_words(ctx.step), step_);
+  return on_device_step(ctx);
+}
+
+StepContext Transformer::on_device_step(const StepContext& ctx) const {
   StepContext on_device = ctx;
   on_device.step_on_device = static_cast<const uint64_t*>(step_.data);
   return on_device;

@@ -199,12 +199,15 @@ void check_adam(const char* op, const Tensor& param, const Tensor& grad, const T
   detail::require_on_gpu(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
 }
 
-// A record the kernels read as a GradClip: on the GPU, aligned for its double.
-void check_clip_record(const char* op, const GradScale& scale) {
-  if (scale.clip == nullptr) return;
-  detail::require_on_gpu(op, {{"clip", scale.clip}});
-  if (!is_aligned16(scale.clip->data))
+// A record the kernels read or write as a GradClip: on the GPU, aligned for its double.
+void check_clip_record(const char* op, const Tensor& clip) {
+  detail::require_on_gpu(op, {{"clip", &clip}});
+  if (!is_aligned16(clip.data))
     throw std::invalid_argument(std::string(op) + ": clip must be 16-byte aligned");
+}
+
+void check_clip_record(const char* op, const GradScale& scale) {
+  if (scale.clip) check_clip_record(op, *scale.clip);
 }
 
 bool all_aligned(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
@@ -212,12 +215,26 @@ bool all_aligned(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor
          is_aligned16(d.data);
 }
 
-// Enqueues the sum of squares of x into *total (and the step's record into *clip when given) on
-// the current stream; total and clip lie in the stream's scratch or the caller's buffer.
-void enqueue_sum_of_squares(const char* op, const Tensor& x, double* total, GradClip* clip,
-                            double divisor, float max_norm, float* partials, int blocks) {
+int sum_blocks(int64_t n) {
+  return static_cast<int>(
+      std::min<int64_t>(int64_t{4} * multiprocessor_count(), blocks_for(n, kThreads * 8)));
+}
+
+// Enqueues the sum of squares of x on the current stream (the blocks' partials and the total in
+// the stream's scratch; no elements: no partials, and the last kernel sums none) and, when `clip`
+// is given, the step's record there. Returns where the total lies.
+double* enqueue_sum_of_squares(const char* op, const Tensor& x, GradClip* clip = nullptr,
+                               double divisor = 0.0, float max_norm = 0.0f) {
   cudaStream_t stream = current_stream();
   const int64_t n = x.numel();
+  const int blocks = n == 0 ? 0 : sum_blocks(n);
+  ScratchLayout layout;
+  const size_t partials_offset =
+      layout.add(static_cast<size_t>(std::max(blocks, 1)) * sizeof(float));
+  const size_t total_offset = layout.add(sizeof(double));
+  void* base = stream_resources(stream).scratch(layout.total());
+  float* partials = at_offset<float>(base, partials_offset);
+  double* total = at_offset<double>(base, total_offset);
   if (blocks > 0)
     dispatch_float_dtype(x.dtype, op, "x", [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -232,11 +249,7 @@ void enqueue_sum_of_squares(const char* op, const Tensor& x, double* total, Grad
   sum_partials_in_double<<<1, kSumThreads, 0, stream>>>(partials, blocks, total, clip, divisor,
                                                         max_norm);
   CUDA_CHECK_LAUNCH();
-}
-
-int sum_blocks(int64_t n) {
-  return static_cast<int>(
-      std::min<int64_t>(int64_t{4} * multiprocessor_count(), blocks_for(n, kThreads * 8)));
+  return total;
 }
 
 }  // namespace
@@ -244,19 +257,10 @@ int sum_blocks(int64_t n) {
 double sum_of_squares(const Tensor& x) {
   constexpr const char* op = "sum_of_squares";
   detail::require_on_gpu(op, {{"x", &x}});
-  const int64_t n = x.numel();
-  if (n == 0) return 0.0;
+  if (x.numel() == 0) return 0.0;
   cudaStream_t stream = current_stream();
-  StreamResources& resources = stream_resources(stream);
-  const int blocks = sum_blocks(n);
-  ScratchLayout layout;
-  const size_t partials_offset = layout.add(static_cast<size_t>(blocks) * sizeof(float));
-  const size_t total_offset = layout.add(sizeof(double));
-  void* base = resources.scratch(layout.total());
-  double* total = at_offset<double>(base, total_offset);
-  auto* host_total = static_cast<double*>(resources.host_result(sizeof(double)));
-  enqueue_sum_of_squares(op, x, total, nullptr, 0.0, 0.0f, at_offset<float>(base, partials_offset),
-                         blocks);
+  const double* total = enqueue_sum_of_squares(op, x);
+  auto* host_total = static_cast<double*>(stream_resources(stream).host_result(sizeof(double)));
   CUDA_CHECK(cudaMemcpyAsync(host_total, total, sizeof(double), cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return *host_total;
@@ -264,21 +268,9 @@ double sum_of_squares(const Tensor& x) {
 
 void grad_clip_into(const Tensor& x, double divisor, float max_norm, Tensor& clip) {
   constexpr const char* op = "grad_clip_into";
-  detail::require_on_gpu(op, {{"x", &x}, {"clip", &clip}});
-  if (!is_aligned16(clip.data))
-    throw std::invalid_argument(std::string(op) + ": clip must be 16-byte aligned");
-  auto* record = static_cast<GradClip*>(clip.data);
-  cudaStream_t stream = current_stream();
-  const int64_t n = x.numel();
-  // No elements: no partials, and the last kernel sums none (the record of a zero norm).
-  const int blocks = n == 0 ? 0 : sum_blocks(n);
-  ScratchLayout layout;
-  const size_t partials_offset =
-      layout.add(static_cast<size_t>(std::max(blocks, 1)) * sizeof(float));
-  const size_t total_offset = layout.add(sizeof(double));
-  void* base = stream_resources(stream).scratch(layout.total());
-  enqueue_sum_of_squares(op, x, at_offset<double>(base, total_offset), record, divisor, max_norm,
-                         at_offset<float>(base, partials_offset), blocks);
+  detail::require_on_gpu(op, {{"x", &x}});
+  check_clip_record(op, clip);
+  enqueue_sum_of_squares(op, x, static_cast<GradClip*>(clip.data), divisor, max_norm);
 }
 
 GradClip read_grad_clip(const Tensor& clip) {
