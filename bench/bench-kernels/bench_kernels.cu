@@ -195,8 +195,10 @@ void bench_attention(KernelTimer& timer, bool causal) {
 // attention-fused: the flash-attention kernels (kernels/fused_attention.h) reading Q, K, V from
 // one fused [tokens, 3 * heads * dh] projection output. FLOPs count the full T x S square even
 // when causal (as the unfused rows above and compare_torch.py do); backward counts 2x forward.
+// dropout_p > 0: the step's setting, the forward drawing the mask and storing its keep words, the
+// backward loading them (rows named "p0.1"; the p 0 rows draw nothing).
 void bench_fused_attention(KernelTimer& timer, int64_t batch, int64_t len, int64_t head_dim,
-                           bool causal) {
+                           bool causal, float dropout_p = 0.0f) {
   AttentionShape s;
   s.batch = batch;
   s.q_len = len;
@@ -216,14 +218,19 @@ void bench_fused_attention(KernelTimer& timer, int64_t batch, int64_t len, int64
   AttentionOperands grads{d_qkv.view, d_qkv.view, d_qkv.view, 0, width, 2 * width};
   const RngKey key{1, 1, 1};
   const double flops = 4.0 * s.batch * s.heads * s.q_len * s.kv_len * s.head_dim;
-  const std::string name = causal ? "attn-fused causal" : "attn-fused";
+  std::string name = causal ? "attn-fused causal" : "attn-fused";
+  if (dropout_p > 0.0f) name += " p" + std::to_string(dropout_p).substr(0, 3);
+  DeviceTensor keep_storage({fused_attention_keep_bits_words(s)}, DType::i32);
+  const Tensor keep_words = dropout_p > 0.0f ? keep_storage.view : Tensor();
   const std::string shape = std::to_string(batch) + "x8x" + std::to_string(len) + "x" +
                             std::to_string(len) + " d" + std::to_string(head_dim);
-  double ms = timer.median_ms(
-      [&] { fused_attention_forward(in, lengths.view, out.view, lse.view, s, 0.0f, key); });
+  double ms = timer.median_ms([&] {
+    fused_attention_forward(in, lengths.view, out.view, lse.view, s, dropout_p, key, keep_words);
+  });
   report(name + " fwd bf16", shape, ms, tflop_per_s(flops, ms), "TFLOP/s");
   ms = timer.median_ms([&] {
-    fused_attention_backward(d_out.view, in, out.view, lse.view, lengths.view, grads, s, 0.0f, key);
+    fused_attention_backward(d_out.view, in, out.view, lse.view, lengths.view, grads, s, dropout_p,
+                             key, keep_words);
   });
   report(name + " bwd bf16", shape, ms, tflop_per_s(2 * flops, ms), "TFLOP/s");
   // With the q, k, v bias gradients summed inside (the short-sentence wgmma kernel only: the row
@@ -235,13 +242,18 @@ void bench_fused_attention(KernelTimer& timer, int64_t batch, int64_t len, int64
   bool summed = false;
   ms = timer.median_ms([&] {
     summed = fused_attention_backward(d_out.view, in, out.view, lse.view, lengths.view, grads, s,
-                                      0.0f, key, Tensor(), bias);
+                                      dropout_p, key, keep_words, bias);
   });
   if (summed) report(name + " bwd+bias bf16", shape, ms, tflop_per_s(2 * flops, ms), "TFLOP/s");
 }
 
 void bench_attention_fused_section(KernelTimer& timer) {
   for (bool causal : {false, true}) bench_fused_attention(timer, 128, 64, 64, causal);
+  // The training step's shapes with its attention dropout: base 128 x 64, the Bible run's 512 x 32
+  // (packed items, short_pack.cuh).
+  for (bool causal : {false, true}) bench_fused_attention(timer, 128, 64, 64, causal, 0.1f);
+  for (bool causal : {false, true}) bench_fused_attention(timer, 512, 32, 64, causal, 0.0f);
+  for (bool causal : {false, true}) bench_fused_attention(timer, 512, 32, 64, causal, 0.3f);
   for (bool causal : {false, true}) bench_fused_attention(timer, 32, 512, 64, causal);
   bench_fused_attention(timer, 32, 512, 128, false);
 }

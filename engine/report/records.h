@@ -24,6 +24,13 @@ struct EvalResult {
   int64_t truncated = 0;       // scored lines whose source was cut to max_positions
   int64_t max_positions = 0;   // the length they were cut to
   int64_t loss_sentences = 0;  // scored lines the dev loss covers: those within the training plan
+  // Lines the training model's plan could not decode to their limit, decoded by a second model
+  // planned for them (replanned_lines), and of those the greedy ones tried in the training model
+  // first whose translation reached its cap there (capped_lines).
+  int64_t replanned_lines = 0;
+  int64_t capped_lines = 0;
+  double loss_seconds = 0;    // wall time of the dev loss (the model's work waited for)
+  double decode_seconds = 0;  // of the decoding, both models' (BLEU and the scores not included)
   // One per scored line, in file order: the best hypothesis, detokenized (ids for synthetic
   // data), and its length in tokens (eos excluded).
   std::vector<std::string> hypotheses;

@@ -200,6 +200,10 @@ nlohmann::json eval_record_json(int64_t step, const EvalResult& e, double second
                       {"truncated_sources", e.truncated},
                       {"loss_sentences", e.loss_sentences},
                       {"eval_s", seconds},
+                      {"loss_s", e.loss_seconds},
+                      {"decode_s", e.decode_seconds},
+                      {"replanned_lines", e.replanned_lines},
+                      {"capped_lines", e.capped_lines},
                       {"time", unix_time()},
                       {"elapsed_s", elapsed_since_process_start()}};
   if (e.has_bleu) {

@@ -3,6 +3,7 @@
 #include "engine/train/evaluator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -21,6 +22,10 @@ namespace {
 // The padded length a pair takes in a batch (data/batch.h's multiple), at least one block.
 int64_t padded(int64_t n) {
   return std::max<int64_t>(1, padded_length(n));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::string ids_text(const std::vector<int32_t>& ids) {
@@ -83,6 +88,7 @@ EvalResult evaluate_dev(Transformer& model, const TrainingData& data, float labe
   for (int64_t i = 0; i < n; ++i) data.dev_pair(i, sources[i], targets[i]);
 
   // Dev loss: teacher forcing over the pairs that fit the training plan, batched by length.
+  const auto loss_start = std::chrono::steady_clock::now();
   InMemoryCorpus fitting;
   for (int64_t i = 0; i < n; ++i)
     if (padded(static_cast<int64_t>(sources[i].size())) <= model.max_len() &&
@@ -103,12 +109,27 @@ EvalResult evaluate_dev(Transformer& model, const TrainingData& data, float labe
   }
   r.loss = loss / std::max(tokens, 1.0);
   r.token_accuracy = correct / std::max(tokens, 1.0);
+  r.loss_seconds = seconds_since(loss_start);
 
   // Decoding: every line, its source cut to max_positions. A line goes to the training model when
   // its source and its longest translation fit that plan; the others to a model planned for them.
+  // Greedy search also takes there a line whose source fits but whose limit (a·n + b) does not:
+  // capped at the plan's length, it ends the same way wherever it ends before that cap (its steps
+  // up to there are the same), so only a translation that reached the cap is decoded again by the
+  // model planned for it. (Beam search keeps the first rule: its beams may still be open where the
+  // best finished.) So a second model is built only for what the plan cannot decode.
+  const auto decode_start = std::chrono::steady_clock::now();
   std::vector<std::vector<int32_t>> planned, longer;
   std::vector<int64_t> planned_lines, longer_lines;
-  int64_t longest = 1;  // the longer lines' longest source or prefix
+  std::vector<int64_t> planned_caps;  // a greedy line's cap below its limit; -1: none
+  int64_t longest = 1;                // the longer lines' longest source or prefix
+  auto add_longer = [&](std::vector<int32_t> source, int64_t line) {
+    const auto length = static_cast<int64_t>(source.size());
+    const int64_t prefix = target_limit(beam, length, max_positions) + 1;
+    longest = std::max(longest, std::min(std::max(length, prefix), max_positions));
+    longer.push_back(std::move(source));
+    longer_lines.push_back(line);
+  };
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int32_t> source = sources[i];
     if (static_cast<int64_t>(source.size()) > max_positions) {
@@ -118,30 +139,45 @@ EvalResult evaluate_dev(Transformer& model, const TrainingData& data, float labe
     const auto length = static_cast<int64_t>(source.size());
     const int64_t prefix = target_limit(beam, length, max_positions) + 1;  // bos + tokens
     const int64_t width = std::max(length, prefix);
-    if (length <= model.max_len() && prefix <= model.max_len() &&
-        target_limit(beam, length, model.max_len()) + 1 == prefix &&
-        beam.beam * width <= model.max_rows()) {
+    const bool whole = length <= model.max_len() && prefix <= model.max_len() &&
+                       target_limit(beam, length, model.max_len()) + 1 == prefix &&
+                       beam.beam * width <= model.max_rows();
+    const bool capped = !whole && beam.beam == 1 && length > 0 && length <= model.max_len() &&
+                        length <= model.max_rows() && model.max_len() > 1;
+    if (whole || capped) {
+      planned_caps.push_back(capped ? max_target_tokens(beam, length, model) : -1);
       planned.push_back(std::move(source));
       planned_lines.push_back(i);
     } else {
-      longest = std::max(longest, std::min(width, max_positions));
-      longer.push_back(std::move(source));
-      longer_lines.push_back(i);
+      add_longer(std::move(source), i);
     }
   }
   std::vector<std::vector<int32_t>> hyps(static_cast<size_t>(n));
   std::vector<std::vector<int32_t>> best = decode_best(model, beam, planned);
-  for (size_t k = 0; k < planned_lines.size(); ++k) hyps[planned_lines[k]] = std::move(best[k]);
+  for (size_t k = 0; k < planned_lines.size(); ++k) {
+    if (planned_caps[k] >= 0 && static_cast<int64_t>(best[k].size()) >= planned_caps[k]) {
+      add_longer(std::move(planned[k]), planned_lines[k]);  // reached the plan's cap
+      ++r.capped_lines;
+    } else {
+      hyps[planned_lines[k]] = std::move(best[k]);
+    }
+  }
   if (!longer.empty()) {
-    // The same weights in a model whose plan holds the longest of these lines with its beam.
+    // The same weights in a model whose plan holds the longest of these lines with its beam; it
+    // only decodes, so it plans no backward buffers.
+    ModelPlan decode_only;
+    decode_only.training = false;
+    decode_only.queue_weight_grads = false;
     Transformer wide(model.shape(), model.device(), std::max(model.max_rows(), beam.beam * longest),
-                     longest);
+                     longest, decode_only);
     Tensor master = wide.params().master();
     copy_tensor(model.params().master(), master);
     wide.params().sync_compute();
     best = decode_best(wide, beam, longer);
     for (size_t k = 0; k < longer_lines.size(); ++k) hyps[longer_lines[k]] = std::move(best[k]);
+    r.replanned_lines = static_cast<int64_t>(longer.size());
   }
+  r.decode_seconds = seconds_since(decode_start);
 
   // Scores, in file order.
   const Vocab* vocab = data.vocab();

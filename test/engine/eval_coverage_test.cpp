@@ -104,11 +104,13 @@ const Setup& setup() {
 
 // Each line decoded on its own (its source cut to max_positions) by a model planned for
 // max_positions with the same weights: what the evaluation must produce for that line.
-std::vector<std::vector<int32_t>> decode_each_alone(const nmt::BeamOptions& o) {
+std::vector<std::vector<int32_t>> decode_each_alone(const nmt::BeamOptions& o,
+                                                    nmt::Transformer* model = nullptr) {
   const Setup& s = setup();
-  nmt::Transformer alone(s.model->shape(), nmt::Device::cpu, o.beam * kMaxPositions, kMaxPositions);
+  if (model == nullptr) model = s.model.get();
+  nmt::Transformer alone(model->shape(), nmt::Device::cpu, o.beam * kMaxPositions, kMaxPositions);
   nmt::Tensor master = alone.params().master();
-  nmt::copy_tensor(s.model->params().master(), master);
+  nmt::copy_tensor(model->params().master(), master);
   alone.params().sync_compute();
   nmt::BeamSearch search(alone, o);
   std::vector<std::vector<int32_t>> out;
@@ -147,8 +149,31 @@ void check_every_line_scored(int64_t beam) {
   REQUIRE(fitting >= 1);
   REQUIRE(empty == 1);
 
+  // Lines whose source fits the plan but whose limit (1.5 n + 10) does not.
+  int64_t over_plan = 0;
+  for (int64_t i = 0; i < lines; ++i) {
+    auto n = static_cast<int64_t>(s.source(i).size());
+    over_plan +=
+        n > 0 && n <= s.model->max_len() && std::floor(1.5 * n + 10) + 1 > s.model->max_len() ? 1
+                                                                                              : 0;
+  }
+  REQUIRE(over_plan >= 1);
+
   nmt::EvalOptions o = options(beam);
   nmt::EvalResult r = nmt::evaluate_dev(*s.model, *s.data, 0.1f, o);
+  // Translations here mostly run to their limit: greedy search tries the lines over the plan in
+  // the training model and decodes those that reach the plan's cap there again, in a model planned
+  // for them (with the sources the plan cannot hold); beam search sends them there at once.
+  if (beam == 1) {
+    CHECK(r.capped_lines >= 1);
+    CHECK(r.capped_lines <= over_plan);
+    CHECK(r.replanned_lines == r.capped_lines + over_limit + over_positions);
+  } else {
+    CHECK(r.capped_lines == 0);
+    CHECK(r.replanned_lines == over_plan + over_limit + over_positions);
+  }
+  CHECK(r.decode_seconds > 0);
+  CHECK(r.loss_seconds > 0);
   CHECK(r.lines_in_file == lines);
   CHECK(r.sentences == lines);
   CHECK(r.truncated == over_positions);
@@ -191,6 +216,52 @@ TEST_CASE("greedy dev evaluation scores every dev line, in file order, long sour
 TEST_CASE("beam dev evaluation scores every dev line, in file order, long sources cut",
           "[engine][eval]") {
   check_every_line_scored(3);
+}
+
+TEST_CASE(
+    "greedy evaluation keeps a line over the plan's limit in the training model when its "
+    "translation ends before the plan's cap",
+    "[engine][eval]") {
+  Setup& s = const_cast<Setup&>(setup());
+  // A model that ends every translation at once: the decoder's last LayerNorm (post-norm) gives
+  // every position the same output, its bias, and eos's output row is that vector scaled up.
+  const int64_t max_len = s.model->max_len();
+  nmt::Transformer ending(s.model->shape(), nmt::Device::cpu, s.model->max_rows(), max_len);
+  ending.params().initialize(3);
+  REQUIRE(s.cfg.model.norm == nmt::NormPosition::post);
+  const int64_t d = s.cfg.model.d_model;
+  auto param = [&](const std::string& name) {
+    const nmt::Param* p = ending.params().find(name);
+    REQUIRE(p != nullptr);
+    return p->value.f32();
+  };
+  std::fill(param("decoder.layers.0.final_layer_norm.weight"),
+            param("decoder.layers.0.final_layer_norm.weight") + d, 0.0f);
+  std::fill(param("decoder.layers.0.final_layer_norm.bias"),
+            param("decoder.layers.0.final_layer_norm.bias") + d, 1.0f);
+  const std::string output = s.model->shape().shared_embeddings
+                                 ? "encoder.embed_tokens.weight"
+                                 : "decoder.output_projection.weight";
+  std::fill(param(output) + nmt::kEosId * d, param(output) + (nmt::kEosId + 1) * d, 10.0f);
+  ending.params().sync_compute();
+  int64_t over_plan = 0, unplanned = 0;
+  for (int64_t i = 0; i < s.data->dev_pairs(); ++i) {
+    auto n = static_cast<int64_t>(s.source(i).size());
+    over_plan += n > 0 && n <= max_len && std::floor(1.5 * n + 10) + 1 > max_len ? 1 : 0;
+    unplanned += n > max_len ? 1 : 0;
+  }
+  REQUIRE(over_plan >= 1);
+  nmt::EvalOptions o = options(1);
+  nmt::EvalResult r = nmt::evaluate_dev(ending, *s.data, 0.1f, o);
+  CHECK(r.capped_lines == 0);
+  CHECK(r.replanned_lines == unplanned);  // only the sources the plan cannot hold
+  const std::vector<std::vector<int32_t>> alone = decode_each_alone(o.decoding, &ending);
+  REQUIRE(r.hypotheses.size() == alone.size());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    INFO("dev line " << i);
+    CHECK(r.hypotheses[i] == s.data->vocab()->decode(alone[i]));
+    CHECK(r.hypothesis_tokens[i] == 0);
+  }
 }
 
 TEST_CASE("eval.max_sentences scores the first N lines of the dev file", "[engine][eval]") {
