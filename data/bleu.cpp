@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "data/bleu_lines.h"
 #include "data/bleu_ngrams.h"
 #include "data/bleu_text.h"
 #include "version/provenance.h"
@@ -165,10 +166,13 @@ BleuStats corpus_bleu(const std::vector<std::string>& hyps,
   std::array<int64_t, kBleuMaxOrder> totals{};
   int64_t sys_len = 0;
   int64_t ref_len = 0;
-  std::vector<const std::string*> refs(ref_streams.size());
-  for (size_t i = 0; i < hyps.size(); ++i) {
+  std::vector<SegmentCounts> segments(hyps.size());
+  bleu_text::for_each_line(hyps.size(), [&](size_t i) {
+    std::vector<const std::string*> refs(ref_streams.size());
     for (size_t k = 0; k < ref_streams.size(); ++k) refs[k] = &ref_streams[k][i];
-    const SegmentCounts segment = segment_counts(hyps[i], refs, options, i);
+    segments[i] = segment_counts(hyps[i], refs, options, i);
+  });
+  for (const SegmentCounts& segment : segments) {
     sys_len += segment.sys_len;
     ref_len += segment.ref_len;
     for (int n = 0; n < kBleuMaxOrder; ++n) {

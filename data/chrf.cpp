@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "data/bleu.h"
+#include "data/bleu_lines.h"
 #include "data/bleu_ngrams.h"
 #include "data/bleu_text.h"
 
@@ -182,12 +183,14 @@ ChrfStats corpus_chrf(const std::vector<std::string>& hyps,
   result.options = options;
   result.num_refs = static_cast<int>(ref_streams.size());
   result.stats.assign(3 * (options.char_order + options.word_order), 0);
-  std::vector<const std::string*> refs(ref_streams.size());
-  for (size_t i = 0; i < hyps.size(); ++i) {
+  std::vector<std::vector<int64_t>> segments(hyps.size());
+  bleu_text::for_each_line(hyps.size(), [&](size_t i) {
+    std::vector<const std::string*> refs(ref_streams.size());
     for (size_t k = 0; k < ref_streams.size(); ++k) refs[k] = &ref_streams[k][i];
-    const std::vector<int64_t> stats = segment_stats(hyps[i], refs, options, i);
+    segments[i] = segment_stats(hyps[i], refs, options, i);
+  });
+  for (const std::vector<int64_t>& stats : segments)
     for (size_t j = 0; j < stats.size(); ++j) result.stats[j] += stats[j];
-  }
   result.score = chrf_from_stats(result.stats, options);
   return result;
 }

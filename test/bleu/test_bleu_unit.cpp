@@ -1,14 +1,18 @@
 // BLEU/chrF behaviour that needs no oracle: UTF-8 validation, input errors, file reading rules,
 // signatures, hand-checked scores and Python's lowercasing special cases.
+#include <omp.h>
+
 #include <cmath>
 #include <fstream>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/bleu.h"
 #include "data/bleu_io.h"
+#include "data/bleu_lines.h"
 #include "data/bleu_text.h"
 #include "data/chrf.h"
 #include "test/bleu/oracle.h"
@@ -149,4 +153,52 @@ TEST_CASE("metric files are read like sacreBLEU's command line reads them") {
   CHECK(what_of([&] { nmt::read_metric_lines(bad); }) == bad + " line 3: invalid UTF-8 at byte 5");
   CHECK(what_of([] { nmt::read_metric_lines("/nonexistent/ref.txt"); }) ==
         "cannot open /nonexistent/ref.txt: No such file or directory");
+}
+
+TEST_CASE(
+    "corpus scores are the same bits on one thread and on several; the first bad line is "
+    "the one named") {
+  // 700 lines: several hundred variants of a few sentences (enough for the threaded path).
+  const Lines base = {"The cat sat on the mat .", "Jesus wept.", "¿Dónde está la biblioteca?",
+                      "a b c d e f g", "In the beginning God created the heaven and the earth."};
+  Lines hyps, refs;
+  for (int i = 0; i < 700; ++i) {
+    const std::string& line = base[static_cast<size_t>(i) % base.size()];
+    refs.push_back(line);
+    hyps.push_back(i % 3 == 0 ? line
+                              : line.substr(0, line.size() - static_cast<size_t>(i % 7)) + " x" +
+                                    std::to_string(i % 11));
+  }
+  REQUIRE(static_cast<int64_t>(hyps.size()) >= text::kParallelLines);
+  auto scores = [&](int threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    const nmt::BleuStats bleu = nmt::corpus_bleu(hyps, refs);
+    const nmt::ChrfStats chrf = nmt::corpus_chrf(hyps, refs);
+    omp_set_num_threads(before);
+    return std::make_pair(bleu, chrf);
+  };
+  const auto [bleu1, chrf1] = scores(1);
+  const auto [bleu4, chrf4] = scores(4);
+  CHECK(bleu4.counts == bleu1.counts);
+  CHECK(bleu4.totals == bleu1.totals);
+  CHECK(bleu4.sys_len == bleu1.sys_len);
+  CHECK(bleu4.ref_len == bleu1.ref_len);
+  CHECK(bleu4.score == bleu1.score);
+  CHECK(chrf4.stats == chrf1.stats);
+  CHECK(chrf4.score == chrf1.score);
+  CHECK(bleu1.score > 0);
+
+  // Lines 301 and 512 (1-based) are not UTF-8: the error names 301 on any thread count.
+  hyps[300] += "\xFF";
+  refs[511] += "\xC3";
+  for (int threads : {1, 4}) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    CHECK(what_of([&] { nmt::corpus_bleu(hyps, refs); }) ==
+          "hypothesis line 301: invalid UTF-8 at byte " + std::to_string(hyps[300].size()));
+    CHECK(what_of([&] { nmt::corpus_chrf(hyps, refs); }) ==
+          "hypothesis line 301: invalid UTF-8 at byte " + std::to_string(hyps[300].size()));
+    omp_set_num_threads(before);
+  }
 }
