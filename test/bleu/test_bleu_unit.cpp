@@ -44,6 +44,20 @@ std::string write_scratch_file(const std::string& name, const std::string& bytes
   return path;
 }
 
+// OpenMP's thread count for a scope.
+class OmpThreads {
+ public:
+  explicit OmpThreads(int threads) : before_(omp_get_max_threads()) {
+    omp_set_num_threads(threads);
+  }
+  ~OmpThreads() { omp_set_num_threads(before_); }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  int before_;
+};
+
 }  // namespace
 
 TEST_CASE("UTF-8 decoding rejects what Python's strict decoder rejects") {
@@ -171,12 +185,8 @@ TEST_CASE(
   }
   REQUIRE(static_cast<int64_t>(hyps.size()) >= text::kParallelLines);
   auto scores = [&](int threads) {
-    const int before = omp_get_max_threads();
-    omp_set_num_threads(threads);
-    const nmt::BleuStats bleu = nmt::corpus_bleu(hyps, refs);
-    const nmt::ChrfStats chrf = nmt::corpus_chrf(hyps, refs);
-    omp_set_num_threads(before);
-    return std::make_pair(bleu, chrf);
+    const OmpThreads scope(threads);
+    return std::make_pair(nmt::corpus_bleu(hyps, refs), nmt::corpus_chrf(hyps, refs));
   };
   const auto [bleu1, chrf1] = scores(1);
   const auto [bleu4, chrf4] = scores(4);
@@ -193,12 +203,10 @@ TEST_CASE(
   hyps[300] += "\xFF";
   refs[511] += "\xC3";
   for (int threads : {1, 4}) {
-    const int before = omp_get_max_threads();
-    omp_set_num_threads(threads);
+    const OmpThreads scope(threads);
     CHECK(what_of([&] { nmt::corpus_bleu(hyps, refs); }) ==
           "hypothesis line 301: invalid UTF-8 at byte " + std::to_string(hyps[300].size()));
     CHECK(what_of([&] { nmt::corpus_chrf(hyps, refs); }) ==
           "hypothesis line 301: invalid UTF-8 at byte " + std::to_string(hyps[300].size()));
-    omp_set_num_threads(before);
   }
 }
