@@ -154,24 +154,14 @@ BleuStats bleu_from_counts(const std::array<int64_t, kBleuMaxOrder>& counts,
 BleuStats corpus_bleu(const std::vector<std::string>& hyps,
                       const std::vector<std::vector<std::string>>& ref_streams,
                       const BleuOptions& options) {
-  if (ref_streams.empty()) throw std::invalid_argument("corpus_bleu: no references given");
-  for (size_t k = 0; k < ref_streams.size(); ++k) {
-    if (ref_streams[k].size() != hyps.size()) {
-      throw std::invalid_argument("corpus_bleu: " + std::to_string(hyps.size()) +
-                                  " hypotheses but reference set " + std::to_string(k + 1) +
-                                  " has " + std::to_string(ref_streams[k].size()) + " lines");
-    }
-  }
+  const std::vector<SegmentCounts> segments = bleu_text::score_segments(
+      "corpus_bleu", hyps, ref_streams, [&](size_t i, const std::vector<const std::string*>& refs) {
+        return segment_counts(hyps[i], refs, options, i);
+      });
   std::array<int64_t, kBleuMaxOrder> counts{};
   std::array<int64_t, kBleuMaxOrder> totals{};
   int64_t sys_len = 0;
   int64_t ref_len = 0;
-  std::vector<SegmentCounts> segments(hyps.size());
-  bleu_text::for_each_line(hyps.size(), [&](size_t i) {
-    std::vector<const std::string*> refs(ref_streams.size());
-    for (size_t k = 0; k < ref_streams.size(); ++k) refs[k] = &ref_streams[k][i];
-    segments[i] = segment_counts(hyps[i], refs, options, i);
-  });
   for (const SegmentCounts& segment : segments) {
     sys_len += segment.sys_len;
     ref_len += segment.ref_len;

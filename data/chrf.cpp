@@ -171,24 +171,14 @@ ChrfStats corpus_chrf(const std::vector<std::string>& hyps,
                       const std::vector<std::vector<std::string>>& ref_streams,
                       const ChrfOptions& options) {
   check_options(options);
-  if (ref_streams.empty()) throw std::invalid_argument("corpus_chrf: no references given");
-  for (size_t k = 0; k < ref_streams.size(); ++k) {
-    if (ref_streams[k].size() != hyps.size()) {
-      throw std::invalid_argument("corpus_chrf: " + std::to_string(hyps.size()) +
-                                  " hypotheses but reference set " + std::to_string(k + 1) +
-                                  " has " + std::to_string(ref_streams[k].size()) + " lines");
-    }
-  }
+  const std::vector<std::vector<int64_t>> segments = bleu_text::score_segments(
+      "corpus_chrf", hyps, ref_streams, [&](size_t i, const std::vector<const std::string*>& refs) {
+        return segment_stats(hyps[i], refs, options, i);
+      });
   ChrfStats result;
   result.options = options;
   result.num_refs = static_cast<int>(ref_streams.size());
   result.stats.assign(3 * (options.char_order + options.word_order), 0);
-  std::vector<std::vector<int64_t>> segments(hyps.size());
-  bleu_text::for_each_line(hyps.size(), [&](size_t i) {
-    std::vector<const std::string*> refs(ref_streams.size());
-    for (size_t k = 0; k < ref_streams.size(); ++k) refs[k] = &ref_streams[k][i];
-    segments[i] = segment_stats(hyps[i], refs, options, i);
-  });
   for (const std::vector<int64_t>& stats : segments)
     for (size_t j = 0; j < stats.size(); ++j) result.stats[j] += stats[j];
   result.score = chrf_from_stats(result.stats, options);

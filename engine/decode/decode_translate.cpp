@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,17 +16,12 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/cuda_device_check.h"
 #include "engine/model/transformer.h"
+#include "engine/report/wall_time.h"
 #include "kernels/cuda/stream.h"
 
 namespace nmt {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::string vocabulary_path(const TranslateOptions& options, const LoadedCheckpoint& ckpt) {
   if (!options.vocab.empty()) return options.vocab;
@@ -209,7 +203,7 @@ std::vector<std::vector<ScoredTranslation>> Translator::translate(
                    [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
 
   std::vector<std::vector<ScoredTranslation>> out(lines.size(), {ScoredTranslation{}});
-  auto start = Clock::now(), last_report = start;
+  auto start = SteadyClock::now(), last_report = start;
   int64_t done = stats.empty;
   for (size_t first = 0; first < order.size();) {
     // Sorted longest first, so the group's first source sets every step's width.
@@ -234,7 +228,7 @@ std::vector<std::vector<ScoredTranslation>> Translator::translate(
     stats.seconds = seconds_since(start);
     if (progress && (seconds_since(last_report) >= 2.0 || first == order.size())) {
       *progress << translate_progress_line(stats, done, stats.lines) << "\n" << std::flush;
-      last_report = Clock::now();
+      last_report = SteadyClock::now();
     }
   }
   stats.seconds = seconds_since(start);

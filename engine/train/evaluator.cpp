@@ -3,7 +3,6 @@
 #include "engine/train/evaluator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -13,6 +12,7 @@
 #include "data/bleu.h"
 #include "data/corpus.h"
 #include "engine/decode/decode.h"
+#include "engine/report/wall_time.h"
 #include "kernels/elementwise.h"
 
 namespace nmt {
@@ -22,10 +22,6 @@ namespace {
 // The padded length a pair takes in a batch (data/batch.h's multiple), at least one block.
 int64_t padded(int64_t n) {
   return std::max<int64_t>(1, padded_length(n));
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::string ids_text(const std::vector<int32_t>& ids) {
@@ -88,7 +84,7 @@ EvalResult evaluate_dev(Transformer& model, const TrainingData& data, float labe
   for (int64_t i = 0; i < n; ++i) data.dev_pair(i, sources[i], targets[i]);
 
   // Dev loss: teacher forcing over the pairs that fit the training plan, batched by length.
-  const auto loss_start = std::chrono::steady_clock::now();
+  const auto loss_start = SteadyClock::now();
   InMemoryCorpus fitting;
   for (int64_t i = 0; i < n; ++i)
     if (padded(static_cast<int64_t>(sources[i].size())) <= model.max_len() &&
@@ -118,7 +114,7 @@ EvalResult evaluate_dev(Transformer& model, const TrainingData& data, float labe
   // up to there are the same), so only a translation that reached the cap is decoded again by the
   // model planned for it. (Beam search keeps the first rule: its beams may still be open where the
   // best finished.) So a second model is built only for what the plan cannot decode.
-  const auto decode_start = std::chrono::steady_clock::now();
+  const auto decode_start = SteadyClock::now();
   std::vector<std::vector<int32_t>> planned, longer;
   std::vector<int64_t> planned_lines, longer_lines;
   std::vector<int64_t> planned_caps;  // a greedy line's cap below its limit; -1: none

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -27,6 +26,7 @@
 #include "engine/report/device_peak.h"
 #include "engine/report/gpu_monitor.h"
 #include "engine/report/run_report.h"
+#include "engine/report/wall_time.h"
 #include "engine/train/data_parallel.h"
 #include "engine/train/init_from_checkpoint.h"
 #include "engine/train/loss_scaler.h"
@@ -43,7 +43,6 @@
 namespace nmt {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -67,10 +66,6 @@ void record_stop_signal(int signal_number) {
     sigaction(SIGINT, &default_action, nullptr);
     raise(SIGINT);
   }
-}
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 std::string signal_name(int signal_number) {
@@ -156,7 +151,7 @@ class TrainingRun {
   DataParallel& dp_;
   const Device device_;                        // train.device as resolved (resolve_train_device)
   std::optional<CheckpointDirLock> dir_lock_;  // held by rank 0 for the whole run
-  Clock::time_point start_ = Clock::now(), loop_start_;
+  SteadyClock::time_point start_ = SteadyClock::now(), loop_start_;
   uint64_t seed_;
   // Keys this rank's dropout masks: the seed itself on rank 0 (so one process and rank 0 agree),
   // mixed with the rank elsewhere, so ranks do not drop the same positions of their batches.
@@ -301,7 +296,7 @@ void TrainingRun::train_step(int64_t step, StepPhaseTimer& timer) {
     correct += static_cast<double>(s.correct);
   };
   for (int64_t micro = 0; micro < cfg_.train.update_freq; ++micro) {
-    auto data_start = Clock::now();
+    auto data_start = SteadyClock::now();
     Batch batch = data_->next_train();
     data_seconds += seconds_since(data_start);
     report_.train_flops += training_flops(model_->shape(), batch_dims(batch));
@@ -424,7 +419,7 @@ void TrainingRun::log_line(int64_t step, bool reset_interval) {
 }
 
 CheckpointMetric TrainingRun::evaluate(int64_t step) {
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   summary_.last_eval = evaluate_dev(*model_, *data_, label_smoothing_, eval_options_from(cfg_));
   const double seconds = seconds_since(t0);
   spent_.eval_seconds += seconds;
@@ -504,7 +499,7 @@ TrainSummary TrainingRun::run() {
   telemetry_ =
       std::make_unique<RunTelemetry>(dp_, device_ == Device::cuda ? &gpu_monitor : nullptr);
   reporter_->log_record(telemetry_->cluster_record(first_step, device_, cfg_.dist.probe_mb));
-  loop_start_ = Clock::now();
+  loop_start_ = SteadyClock::now();
   for (int64_t step = first_step + 1; step <= cfg_.train.max_steps; ++step) {
     train_step(step, timer);
     if (step == first_step + 1 && !(step % cfg_.log.every_steps == 0)) {

@@ -122,6 +122,19 @@ std::vector<std::vector<int32_t>> decode_each_alone(const nmt::BeamOptions& o,
   return out;
 }
 
+// Dev lines whose source fits the setup model's plan but whose limit (floor(1.5 n + 10) tokens
+// after bos) does not.
+int64_t lines_over_plan_limit() {
+  const Setup& s = setup();
+  const int64_t max_len = s.model->max_len();
+  int64_t count = 0;
+  for (int64_t i = 0; i < s.data->dev_pairs(); ++i) {
+    auto n = static_cast<int64_t>(s.source(i).size());
+    count += n > 0 && n <= max_len && std::floor(1.5 * n + 10) + 1 > max_len ? 1 : 0;
+  }
+  return count;
+}
+
 nmt::EvalOptions options(int64_t beam) {
   nmt::EvalOptions o = nmt::eval_options_from(setup().cfg);
   o.samples = 0;
@@ -149,14 +162,7 @@ void check_every_line_scored(int64_t beam) {
   REQUIRE(fitting >= 1);
   REQUIRE(empty == 1);
 
-  // Lines whose source fits the plan but whose limit (1.5 n + 10) does not.
-  int64_t over_plan = 0;
-  for (int64_t i = 0; i < lines; ++i) {
-    auto n = static_cast<int64_t>(s.source(i).size());
-    over_plan +=
-        n > 0 && n <= s.model->max_len() && std::floor(1.5 * n + 10) + 1 > s.model->max_len() ? 1
-                                                                                              : 0;
-  }
+  const int64_t over_plan = lines_over_plan_limit();
   REQUIRE(over_plan >= 1);
 
   nmt::EvalOptions o = options(beam);
@@ -244,13 +250,10 @@ TEST_CASE(
                                  : "decoder.output_projection.weight";
   std::fill(param(output) + nmt::kEosId * d, param(output) + (nmt::kEosId + 1) * d, 10.0f);
   ending.params().sync_compute();
-  int64_t over_plan = 0, unplanned = 0;
-  for (int64_t i = 0; i < s.data->dev_pairs(); ++i) {
-    auto n = static_cast<int64_t>(s.source(i).size());
-    over_plan += n > 0 && n <= max_len && std::floor(1.5 * n + 10) + 1 > max_len ? 1 : 0;
-    unplanned += n > max_len ? 1 : 0;
-  }
-  REQUIRE(over_plan >= 1);
+  int64_t unplanned = 0;
+  for (int64_t i = 0; i < s.data->dev_pairs(); ++i)
+    unplanned += static_cast<int64_t>(s.source(i).size()) > max_len ? 1 : 0;
+  REQUIRE(lines_over_plan_limit() >= 1);
   nmt::EvalOptions o = options(1);
   nmt::EvalResult r = nmt::evaluate_dev(ending, *s.data, 0.1f, o);
   CHECK(r.capped_lines == 0);
