@@ -39,6 +39,7 @@ struct Options {
   int64_t batch = 128, src_len = 64, tgt_len = 64, vocab = 32768, warmup = 10, steps = 50;
   double lr = 1e-4, clip = 0;
   uint64_t seed = 1;
+  int64_t first_steps = 0;  // print the first N steps' times, warmup included
 };
 
 nmt::ModelShape shape_for(const Options& o) {
@@ -131,6 +132,7 @@ int run(const Options& o) {
 
   nmt::bench::StepTimer timer(device);
   std::vector<nmt::bench::StepSample> samples;
+  std::vector<double> first_ms;  // the first --first-steps steps, warmup included
   double loss_first = 0, loss_last = 0;
   int64_t skipped = 0;
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
@@ -146,6 +148,7 @@ int run(const Options& o) {
     const nmt::OptimizerStepStats st = optimizer.finish_step();
     scaler.update(st.skipped);
     nmt::bench::StepSample sample = timer.finish();
+    if (i < o.first_steps) first_ms.push_back(sample.step_ms);
     double loss = sums.loss / static_cast<double>(std::max<int64_t>(sums.tokens, 1));
     if (i == 0) loss_first = loss;
     loss_last = loss;
@@ -207,6 +210,11 @@ int run(const Options& o) {
       j["arena_mib"].get<double>(), j["device_mem_mib"].get<double>(), loss_first, loss_last,
       static_cast<long long>(skipped));
   if (device == Device::cuda) std::printf("  cuda graphs: %s\n", graphs_line(model).c_str());
+  if (!first_ms.empty()) {
+    std::printf("  first steps ms:");
+    for (double ms : first_ms) std::printf(" %.2f", ms);
+    std::printf("\n");
+  }
   if (!o.json.empty()) write_json_atomically(o.json, j);
   return 0;
 }
@@ -237,6 +245,10 @@ int main(int argc, char** argv) {
   app.add_option("--lr", o.lr, "constant learning rate");
   app.add_option("--clip", o.clip, "gradient clipping norm (0 = off)");
   app.add_option("--seed", o.seed, "seed of the ids, weights and dropout");
+  app.add_option("--first-steps", o.first_steps,
+                 "also print the first N steps' times, warmup included (a shape's first step runs "
+                 "op by op and records its CUDA graph)")
+      ->check(CLI::Range(0, 100000));
   app.add_option("--json", o.json, "also write the result as JSON to this file");
   app.add_option("--graphs", o.graphs,
                  "replay forward and backward from a CUDA graph (train.cuda_graphs; default on)")

@@ -1,13 +1,28 @@
-// TrainGraphs: op by op at a shape's first step, captured at its second, replayed after; a bounded
-// cache of graphs, dropped when the stream's scratch moves.
+// TrainGraphs: op by op at a shape's first step and captured behind it (or at its second step),
+// replayed after; a bounded cache of graphs, dropped when the stream's scratch moves.
 #include "engine/model/train_graphs.h"
 
 #include <exception>
 #include <stdexcept>
 
 #include "kernels/cuda/scratch.h"
+#include "kernels/env_switch.h"
 
 namespace nmt {
+
+namespace {
+
+EnvSwitch capture_at_first_sight_switch("NMT_CAPTURE_AT_FIRST_SIGHT", /*default_on=*/true);
+
+}  // namespace
+
+bool capture_at_first_sight() {
+  return capture_at_first_sight_switch.get();
+}
+
+void set_capture_at_first_sight(bool on) {
+  capture_at_first_sight_switch.set(on);
+}
 
 TrainGraphs::TrainGraphs() : stream_(std::make_unique<cuda::OwnedStream>()) {}
 
@@ -48,6 +63,25 @@ std::vector<TrainGraphs::Segment> TrainGraphs::capture(
   return segments;
 }
 
+bool TrainGraphs::capture_into(Entry& entry, const std::function<void(const Cut&)>& step) {
+  try {
+    entry.segments = capture(step);
+  } catch (const std::logic_error&) {
+    // A wrong argument of an op (the capture has ended): the step's own error, not the graph's.
+    throw;
+  } catch (const std::exception& e) {
+    // Something in the step cannot be captured: train on without graphs rather than fail.
+    stats_.failure = e.what();
+    entries_.clear();
+    return false;
+  }
+  ++stats_.captures;
+  stats_.graph_nodes = 0;
+  for (const Segment& segment : entry.segments) stats_.graph_nodes += segment.graph.nodes();
+  stats_.graph_segments = entry.segments.size();
+  return true;
+}
+
 void TrainGraphs::run(const TrainStepKey& key, const std::function<void(const Cut&)>& step) {
   auto op_by_op = [&] {
     step(run_now());
@@ -63,25 +97,16 @@ void TrainGraphs::run(const TrainStepKey& key, const std::function<void(const Cu
       entries_.pop_back();
       ++stats_.evictions;
     }
+    if (!capture_at_first_sight()) return;
+    // The step just enqueued has sized the scratch; record its graph now, while the device runs
+    // it (capturing and instantiating are host work), and upload the graph behind it, so that
+    // the shape's second step is a plain replay.
+    forget_graphs_if_scratch_moved();
+    if (capture_into(entries_.front(), step))
+      for (const Segment& segment : entries_.front().segments) segment.graph.upload(stream_->get());
     return;
   }
-  if (entry->segments.empty()) {
-    try {
-      entry->segments = capture(step);
-    } catch (const std::logic_error&) {
-      // A wrong argument of an op (the capture has ended): the step's own error, not the graph's.
-      throw;
-    } catch (const std::exception& e) {
-      // Something in the step cannot be captured: train on without graphs rather than fail.
-      stats_.failure = e.what();
-      entries_.clear();
-      return op_by_op();
-    }
-    ++stats_.captures;
-    stats_.graph_nodes = 0;
-    for (const Segment& segment : entry->segments) stats_.graph_nodes += segment.graph.nodes();
-    stats_.graph_segments = entry->segments.size();
-  }
+  if (entry->segments.empty() && !capture_into(*entry, step)) return op_by_op();
   for (const Segment& segment : entry->segments) {
     segment.graph.launch(stream_->get());
     if (segment.after) segment.after();

@@ -41,6 +41,12 @@ struct TrainStepKey {
   bool operator==(const TrainStepKey&) const = default;
 };
 
+// Whether a training step's graph is captured right behind its shape's first (op-by-op) step,
+// which the device is still running, rather than at the shape's second step, where the device
+// waits for the capture (NMT_CAPTURE_AT_FIRST_SIGHT=0: the second). On by default.
+bool capture_at_first_sight();
+void set_capture_at_first_sight(bool on);
+
 struct TrainGraphStats {
   int64_t eager_steps = 0;  // run op by op: a shape's first step, or after graphs were given up
   int64_t captures = 0;     // graphs captured and instantiated
@@ -69,9 +75,12 @@ class TrainGraphs {
   // Runs one step of `key`, enqueued by `step`, on the stream (which the caller has made current:
   // cuda::StreamHandoff; everything the step reads from the host is uploaded before). A key's
   // first step runs `step` op by op (which also sizes the stream's scratch and tunes its cuBLAS
-  // plans), its second is captured and launched, later ones replay that graph. A capture that
-  // fails gives graphs up (stats().failure says why) and runs the step op by op; so do all later
-  // steps.
+  // plans) and then, while the device runs it, calls `step` again to capture its graph
+  // (capture_at_first_sight(); else its second step is captured and launched); later steps
+  // replay that graph. So `step` must enqueue the same work each time it is called for a key, and
+  // do nothing else on the host that may not happen twice. A capture that fails gives graphs up
+  // (stats().failure says why) and runs the step op by op (unless it ran so already); so do all
+  // later steps.
   // `step` gets a Cut: at each point where the host must act before the rest of the step (start
   // an exchange), it calls cut(after). Op by op, `after` runs there and then; in a capture, the
   // graph is cut there and `after` kept, to run after that segment's launch at every replay (the
@@ -99,6 +108,9 @@ class TrainGraphs {
 
   // Captures `step` as segments (nothing runs); throws what the capture or `step` threw.
   std::vector<Segment> capture(const std::function<void(const Cut&)>& step);
+  // capture() into `entry`, counted in the stats; false when the capture failed (graphs given up:
+  // stats().failure, every entry dropped).
+  bool capture_into(Entry& entry, const std::function<void(const Cut&)>& step);
 
   // The entry of `key`, moved to the front (most recently used), or nullptr.
   Entry* find(const TrainStepKey& key);

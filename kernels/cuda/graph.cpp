@@ -55,6 +55,11 @@ void CapturedGraph::launch(cudaStream_t stream) const {
   if (nodes_ > 0) CUDA_CHECK(cudaGraphLaunch(exec_, stream));
 }
 
+void CapturedGraph::upload(cudaStream_t stream) const {
+  if (exec_ == nullptr) throw std::logic_error("CapturedGraph::upload: no graph was captured");
+  if (nodes_ > 0) CUDA_CHECK(cudaGraphUpload(exec_, stream));
+}
+
 SegmentedCapture::SegmentedCapture(cudaStream_t stream)
     : stream_(stream), previous_(current_stream()) {
   if (stream == nullptr)

@@ -38,6 +38,10 @@ class CapturedGraph {
   // graph of no nodes enqueues nothing).
   void launch(cudaStream_t stream) const;
 
+  // Enqueues the graph's upload to the device on `stream` (cudaGraphUpload), so that its first
+  // launch costs what later ones do; optional, a launch uploads what was not.
+  void upload(cudaStream_t stream) const;
+
   bool empty() const { return exec_ == nullptr; }
   // The captured graph's nodes (kernels, copies, memsets): what one launch replaces.
   size_t nodes() const { return nodes_; }
