@@ -263,8 +263,10 @@ std::vector<ConfigKey> build_keys() {
           "pick differently and differ in the last bits. NMT_GEMM_AUTOTUNE=1 in the "
           "environment turns it on for any tool."),
       key("train.cuda_graphs", kTrain, &T::cuda_graphs,
-          "GPU only: capture each batch shape's forward and backward into a CUDA graph at the "
-          "shape's second step and replay it after (one launch instead of ~430; the same bits). "
+          "GPU only: capture each batch shape's forward and backward into a CUDA graph right "
+          "behind the shape's first (op-by-op) step, while the device runs it, and replay it "
+          "after (one launch instead of ~430; the same bits; NMT_CAPTURE_AT_FIRST_SIGHT=0: "
+          "captured at the shape's second step). "
           "Steps whose gradient exchange overlaps backward (several ranks, dist.overlap) replay "
           "as graph segments cut where a bucket's all-reduce starts (NMT_OVERLAP_CAPTURE=0: op "
           "by op). A capture that fails turns graphs off for the run, with a note at its end."),
