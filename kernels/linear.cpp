@@ -8,6 +8,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/linear.h"
+#include "kernels/cuda/linear_relu_dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/op_checks.h"
 
@@ -45,6 +46,17 @@ void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tens
   }
   linear_forward(x, w, b, y);  // the CPU reference: the product, then the ReLU in place
   relu_forward(y, y);
+}
+
+void linear_relu_dropout_forward(const Tensor& x, const Tensor& w, const Tensor& b, float p,
+                                 const RngKey& key, Tensor& y, Tensor& positive_bits) {
+  constexpr const char* op = "linear_relu_dropout_forward";
+  if (detail::call_device({&x, &w, &b, &y}) == Device::cuda) {
+    check_same_device(op, {&x, &w, &b, &y, &positive_bits});
+    return cuda::linear_relu_dropout_forward(x, w, b, p, key, y, positive_bits);
+  }
+  linear_relu_forward(x, w, b, y);  // the CPU reference: the two ops
+  dropout_forward_positive_bits(y, y, p, key, positive_bits);
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,

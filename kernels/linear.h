@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "kernels/philox.h"
 #include "kernels/tensor.h"
 
 namespace nmt {
@@ -13,6 +14,15 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 // y = max(x · Wᵀ + b, 0): the same shapes; on the GPU the ReLU is the GEMM's epilogue (no extra
 // pass over y). Its backward is relu_backward (kernels/elementwise.h) on y, then linear_backward.
 void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+
+// y = dropout(max(x · Wᵀ + b, 0), p, key) and positive_bits: y > 0 as bits (the layout of
+// dropout_forward_positive_bits), for the ReLU tail of the backward. The CPU reference is
+// linear_relu_forward then dropout_forward_positive_bits; on a Hopper GPU one kernel of our own
+// with the whole tail in its epilogue (kernels/cuda/linear_relu_dropout.h), y rounded once.
+// x: [rows, in]; w: [out, in]; b: [out] or empty; y: [rows, out];
+// positive_bits: [dropout_keep_bits_words(rows, out)] i32.
+void linear_relu_dropout_forward(const Tensor& x, const Tensor& w, const Tensor& b, float p,
+                                 const RngKey& key, Tensor& y, Tensor& positive_bits);
 
 // GPU products: at each shape's first use, time the algorithms cuBLASLt lists and keep the fastest
 // (kernels/cuda/blas.h: set_gemm_autotune). Off by default; the CPU products ignore it.

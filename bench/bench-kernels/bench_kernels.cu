@@ -1,7 +1,8 @@
 // bench-kernels: times the CUDA ops at Transformer-base sizes (CUDA events, L2 flushed before each
 // run, median of N runs) and prints a table; bench/compare_torch.py measures PyTorch the same way.
 // Usage: bench-kernels [--runs N] [--verbose]
-//                      [--only attention-fused|column-sums|bias-grad-tails|residual-layernorm|
+//                      [--only
+//                      attention-fused|column-sums|ffn-fc1|bias-grad-tails|residual-layernorm|
 //                              layernorm-backward|cross-entropy|gemm-algos|wgrad|wgrad-batch]
 // gemm-algos, wgrad and wgrad-batch run only when named: gemm-algos times every cuBLASLt algorithm
 // of each training-step product, wgrad the weight gradients with split-k and beside their dX
@@ -19,6 +20,7 @@
 
 #include "bench/bench-kernels/bench_bias_grad_tails.h"
 #include "bench/bench-kernels/bench_column_sums.h"
+#include "bench/bench-kernels/bench_ffn_fc1.h"
 #include "bench/bench-kernels/bench_gemm_algos.h"
 #include "bench/bench-kernels/bench_residual_layernorm.h"
 #include "bench/bench-kernels/bench_timer.h"
@@ -286,7 +288,7 @@ int main(int argc, char** argv) {
   using namespace nmt::bench;
   const char* usage =
       "usage: bench-kernels [--runs N] [--verbose] [--only "
-      "attention-fused|column-sums|bias-grad-tails|residual-layernorm|layernorm-backward|"
+      "attention-fused|column-sums|ffn-fc1|bias-grad-tails|residual-layernorm|layernorm-backward|"
       "cross-entropy|gemm-algos|wgrad|wgrad-batch]\n"
       "  gemm-algos (only with --only): every cuBLASLt algorithm the heuristic offers for each\n"
       "  product of a base training step; --verbose prints one line per algorithm\n"
@@ -300,6 +302,7 @@ int main(int argc, char** argv) {
   const std::vector<std::pair<std::string, std::function<void(KernelTimer&)>>> sections = {
       {"attention-fused", [](KernelTimer& t) { bench_attention_fused_section(t); }},
       {"column-sums", [](KernelTimer& t) { bench_column_sums(t, report); }},
+      {"ffn-fc1", [](KernelTimer& t) { bench_ffn_fc1(t, report); }},
       {"bias-grad-tails", [](KernelTimer& t) { bench_bias_grad_tails(t, report); }},
       {"residual-layernorm", [](KernelTimer& t) { bench_residual_layernorm(t, report); }},
       {"layernorm-backward", [](KernelTimer& t) { bench_layernorm_backward(t, report); }},
@@ -346,6 +349,7 @@ int main(int argc, char** argv) {
     bench_linear(timer, 8192, 512, 512, true);
     bench_linear(timer, 8192, 512, 32768, false);
     bench_linear(timer, 8192, 512, 2048, true);
+    bench_ffn_fc1(timer, report);
     bench_column_sums(timer, report);
     bench_bias_grad_tails(timer, report);
     bench_residual_layernorm(timer, report);

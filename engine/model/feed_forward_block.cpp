@@ -46,14 +46,16 @@ void FeedForwardBlock::forward(const Tensor& x, const StepContext& ctx, Tensor& 
   key_ = ctx.key(dropout_id_);
   p_ = ctx.training ? shape_.relu_dropout : 0.0f;
   Tensor h = hidden_.view({rows, shape_.ffn_dim});
-  linear_relu_forward(x, fc1_w_->compute, fc1_b_->compute, h);  // ReLU in the GEMM epilogue
   written_bits_ = p_ > 0 && positive_bits_.capacity > 0
                       ? positive_bits_.view({dropout_keep_bits_words(rows, shape_.ffn_dim)})
                       : Tensor();
   if (!written_bits_.empty()) {
-    dropout_forward_positive_bits(h, h, p_, key_, written_bits_);
-  } else if (p_ > 0) {
-    dropout_forward(h, h, p_, key_);
+    // On a Hopper GPU one kernel: the product with bias, ReLU, dropout and the bits in its
+    // epilogue.
+    linear_relu_dropout_forward(x, fc1_w_->compute, fc1_b_->compute, p_, key_, h, written_bits_);
+  } else {
+    linear_relu_forward(x, fc1_w_->compute, fc1_b_->compute, h);  // ReLU in the GEMM epilogue
+    if (p_ > 0) dropout_forward(h, h, p_, key_);
   }
   linear_forward(h, fc2_w_->compute, fc2_b_->compute, out);
 }

@@ -1,0 +1,341 @@
+// The feed-forward block's first product with its whole tail in the epilogue:
+// y = dropout(max(x wᵀ + b, 0)) and the bits of y > 0, one kernel of our own on Hopper (TMA loads
+// into a 4-stage pipeline, m64n256k16 warpgroup products, persistent blocks), where the cuBLASLt
+// path writes relu(x wᵀ + b) and a dropout kernel reads and writes it again.
+//
+// Block: warps 0-7 are two consumer warpgroups, each the [64 x 256] half of a [128 x 256] tile of
+// y; warps 8-11 are the producer warpgroup, one lane of it issuing the TMA loads of x's [128 x 64]
+// and w's [256 x 64] slices into the stage a consumer released. The consumers keep one k-block's
+// products in flight and release a stage as soon as its products have completed.
+//
+// Epilogue, per 32-column word of a row (chunks 4c..4c+3 of 8 columns): lane t4 of a quad draws
+// the Philox block of chunk 4c + t4 (dropout_mask.cuh's block of eight flat elements; y's rows are
+// whole words because out % 32 == 0), and four rotating shuffles hand each lane word t4 of every
+// chunk's draw: the word of its own two columns. One rounding: relu(acc + b) * scale rounds to T
+// once (the two-kernel path rounds twice; the results differ by at most one unit in the last
+// place), and the bit is the rounded y > 0, as dropout_forward_positive_bits stores it.
+#include <cuda.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/flash_attention/launch.cuh"
+#include "kernels/cuda/linear.h"
+#include "kernels/cuda/linear_relu_dropout.h"
+#include "kernels/cuda/stream.h"
+#include "kernels/cuda/tma_pipeline.cuh"
+#include "kernels/cuda/wgmma_wide.cuh"
+#include "kernels/env_switch.h"
+#include "kernels/op_checks.h"
+#include "kernels/philox.h"
+
+namespace nmt::cuda {
+namespace {
+
+EnvSwitch fused_switch("NMT_FUSED_FC1", /*default_on=*/true);
+
+constexpr int kTileM = 128, kTileN = 256, kTileK = 64, kStages = 4;
+constexpr int kConsumerWarps = 8, kThreads = (kConsumerWarps + 4) * 32;
+constexpr int kABytes = kTileM * kTileK * 2, kBBytes = kTileN * kTileK * 2;
+constexpr int kStageBytes = kABytes + kBBytes;
+constexpr size_t kSmemBytes = size_t{kStages} * kStageBytes + 2 * kStages * 8 + 1024;
+
+struct Problem {
+  int rows, out, k_blocks, m_tiles, tiles;
+  float p, keep_scale;
+};
+
+// philox_block's inputs that do not depend on the block, from a key whose step was read.
+struct DrawKey {
+  uint32_t c2, c3, k0, k1;
+};
+
+__device__ __forceinline__ DrawKey draw_key(const RngKey& key) {
+  const uint64_t step = rng_step(key);
+  return DrawKey{key.tensor_id ^ static_cast<uint32_t>(step >> 32) * 0x9E3779B9u,
+                 static_cast<uint32_t>(step), static_cast<uint32_t>(key.seed),
+                 static_cast<uint32_t>(key.seed >> 32)};
+}
+
+__device__ __forceinline__ uint32_t select4(const uint32_t (&v)[4], int i) {
+  return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
+}
+
+// The warpgroup's register budget from here on (setmaxnreg): the producer gives registers back,
+// the consumers take them for their 128 accumulators and the epilogue.
+template <bool kIncrease, int kRegisters>
+__device__ __forceinline__ void set_max_registers() {
+#if NMT_WGMMA_AVAILABLE
+  if constexpr (kIncrease)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+  else
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(T lo, T hi) {
+  uint16_t a, b;
+  memcpy(&a, &lo, 2);
+  memcpy(&b, &hi, 2);
+  return static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);
+}
+
+// The tile's epilogue for this consumer thread: rows `row` and row + 8 of y, columns n0.. .
+template <typename T>
+__device__ __forceinline__ void store_tile(const float (&d)[128], const T* __restrict__ bias,
+                                           T* __restrict__ y, uint32_t* __restrict__ bits, int row,
+                                           int n0, const Problem& pr, const DrawKey& dk) {
+  const int lane = threadIdx.x % 32, t4 = lane % 4, quad = lane & ~3;
+#pragma unroll
+  for (int c = 0; c < kTileN / 32; ++c) {
+    const int col0 = n0 + 32 * c;
+    if (col0 >= pr.out) break;  // the same for the whole warp
+    uint32_t words[2][4];       // [row half][round]: word t4 of chunk 4c + ((t4 + round) & 3)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint64_t block = (static_cast<uint64_t>(row + 8 * h) * pr.out + col0) / 8 + t4;
+      const Philox4 draw =
+          philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), dk.c2, dk.c3,
+                     dk.k0, dk.k1);
+      const uint32_t mine[4] = {draw.v[0], draw.v[1], draw.v[2], draw.v[3]};
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        words[h][r] = __shfl_sync(0xFFFFFFFFu, select4(mine, (t4 - r) & 3), quad | ((t4 + r) & 3));
+    }
+    uint32_t positive[2] = {0, 0};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int j = 4 * c + q, col = col0 + 8 * q + 2 * t4;
+      const float b0 = to_float(bias[col]), b1 = to_float(bias[col + 1]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t word = select4(words[h], (q - t4) & 3);
+        const float s0 = dropout_half_uniform(word, 0) >= pr.p ? pr.keep_scale : 0.0f;
+        const float s1 = dropout_half_uniform(word, 1) >= pr.p ? pr.keep_scale : 0.0f;
+        const T y0 = from_float<T>(fmaxf(d[4 * j + 2 * h] + b0, 0.0f) * s0);
+        const T y1 = from_float<T>(fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f) * s1);
+        positive[h] |= (to_float(y0) > 0.0f ? 1u : 0u) << (8 * q + 2 * t4);
+        positive[h] |= (to_float(y1) > 0.0f ? 2u : 0u) << (8 * q + 2 * t4);
+        const int r = row + 8 * h;
+        if (r < pr.rows)
+          *reinterpret_cast<uint32_t*>(y + static_cast<int64_t>(r) * pr.out + col) =
+              pack_pair(y0, y1);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t word = positive[h];
+      word |= __shfl_xor_sync(0xFFFFFFFFu, word, 1);
+      word |= __shfl_xor_sync(0xFFFFFFFFu, word, 2);
+      const int r = row + 8 * h;
+      if (t4 == (c & 3) && r < pr.rows) bits[(static_cast<int64_t>(r) * pr.out + col0) / 32] = word;
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1)
+    linear_relu_dropout_kernel(const __grid_constant__ CUtensorMap x_map,
+                               const __grid_constant__ CUtensorMap w_map,
+                               const T* __restrict__ bias, T* __restrict__ y,
+                               uint32_t* __restrict__ bits, Problem pr, RngKey key) {
+#if NMT_WGMMA_AVAILABLE
+  extern __shared__ unsigned char raw_smem[];
+  unsigned char* smem = wgmma::align_to_swizzle(raw_smem);
+  auto* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  uint64_t* empty = full + kStages;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      tma::barrier_init(&full[s], 1);
+      tma::barrier_init(&empty[s], kConsumerWarps);
+    }
+    tma::barrier_init_fence();
+  }
+  __syncthreads();
+
+  if (warp >= kConsumerWarps) {  // the producer warpgroup: one lane issues every load
+    set_max_registers<false, 40>();
+    if (warp != kConsumerWarps || lane != 0) return;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int tile = blockIdx.x; tile < pr.tiles; tile += gridDim.x) {
+      const int m0 = (tile % pr.m_tiles) * kTileM, n0 = (tile / pr.m_tiles) * kTileN;
+      for (int kb = 0; kb < pr.k_blocks; ++kb) {
+        tma::wait(&empty[stage], phase ^ 1);
+        unsigned char* a = smem + stage * kStageBytes;
+        tma::arrive_expect_bytes(&full[stage], kStageBytes);
+        tma::load_2d(a, &x_map, kb * kTileK, m0, &full[stage]);
+        tma::load_2d(a + kABytes, &w_map, kb * kTileK, n0, &full[stage]);
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  set_max_registers<true, 232>();
+  const int group = warp / 4;  // rows 64 * group .. of the tile
+  const DrawKey dk = draw_key(key);
+  float d[128];
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int tile = blockIdx.x; tile < pr.tiles; tile += gridDim.x) {
+    const int m0 = (tile % pr.m_tiles) * kTileM, n0 = (tile / pr.m_tiles) * kTileN;
+    int previous = -1;
+    for (int kb = 0; kb < pr.k_blocks; ++kb) {
+      tma::wait(&full[stage], phase);
+      const unsigned char* a = smem + stage * kStageBytes + group * (64 * kTileK * 2);
+      const unsigned char* b = smem + stage * kStageBytes + kABytes;
+      wgmma::fence();
+#pragma unroll
+      for (int s = 0; s < kTileK / 16; ++s)
+        wgmma::mma_n256<T>(d, wgmma::desc_k_major(a, s), wgmma::desc_k_major(b, s),
+                           kb > 0 || s > 0);
+      wgmma::commit();
+      wgmma::wait<1>();  // the previous k-block's products are done with their stage
+      if (previous >= 0 && lane == 0) tma::arrive(&empty[previous]);
+      previous = stage;
+      if (++stage == kStages) stage = 0, phase ^= 1;
+    }
+    wgmma::wait<0>();
+    wgmma::hold(d);
+    if (lane == 0) tma::arrive(&empty[previous]);
+    store_tile<T>(d, bias, y, bits, m0 + 64 * group + 16 * (warp % 4) + lane / 4, n0, pr, dk);
+  }
+#else
+  (void)bias, (void)y, (void)bits, (void)pr, (void)key;
+  __trap();
+#endif
+}
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver's tensor-map encoder, through the runtime (no link to libcuda), or null.
+EncodeTiled encoder() {
+  static const EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return EncodeTiled{nullptr};
+    }
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+// A row-major [outer, inner] 16-bit matrix read in [box_outer, 64] boxes, 128-byte swizzled.
+bool make_map(CUtensorMap* map, DType t, const void* base, int64_t inner, int64_t outer,
+              int box_outer) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2};
+  const cuuint32_t box[2] = {kTileK, static_cast<cuuint32_t>(box_outer)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  return encoder()(
+             map,
+             t == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+             2, const_cast<void*>(base), dims, strides, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+int multiprocessors() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return count;
+}
+
+template <typename T>
+void launch(const CUtensorMap& x_map, const CUtensorMap& w_map, const Tensor& b, Tensor& y,
+            Tensor& bits, const Problem& pr, const RngKey& key, cudaStream_t stream) {
+  static const bool configured = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(linear_relu_dropout_kernel<T>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kSmemBytes)));
+    return true;
+  }();
+  (void)configured;
+  const int grid = std::min(pr.tiles, multiprocessors());
+  linear_relu_dropout_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(
+      x_map, w_map, static_cast<const T*>(b.data), static_cast<T*>(y.data),
+      static_cast<uint32_t*>(bits.data), pr, key);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void set_fused_linear_relu_dropout(bool on) {
+  fused_switch.set(on);
+}
+
+bool fused_linear_relu_dropout_enabled() {
+  return fused_switch.get();
+}
+
+bool fused_linear_relu_dropout(const Tensor& x, const Tensor& w, const Tensor& b, float p,
+                               const RngKey& key, Tensor& y, Tensor& positive_bits) {
+  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
+  if (x.dtype != DType::bf16 && x.dtype != DType::f16) return false;
+  if (b.empty() || in % 8 != 0 || out % 32 != 0 || rows == 0 || in == 0) return false;
+  if (rows > (int64_t{1} << 30) / 2 || rows * out / 32 > int64_t{1} << 31) return false;
+  if (!is_aligned16(x.data) || !is_aligned16(w.data) || !is_aligned16(y.data) ||
+      reinterpret_cast<uintptr_t>(b.data) % 4 != 0 ||
+      reinterpret_cast<uintptr_t>(positive_bits.data) % 4 != 0)
+    return false;
+  if (!flash::wgmma_kernels_usable() || encoder() == nullptr) return false;
+  CUtensorMap x_map, w_map;
+  if (!make_map(&x_map, x.dtype, x.data, in, rows, kTileM) ||
+      !make_map(&w_map, x.dtype, w.data, in, out, kTileN))
+    return false;
+  Problem pr;
+  pr.rows = static_cast<int>(rows);
+  pr.out = static_cast<int>(out);
+  pr.k_blocks = static_cast<int>((in + kTileK - 1) / kTileK);
+  pr.m_tiles = static_cast<int>((rows + kTileM - 1) / kTileM);
+  pr.tiles = pr.m_tiles * static_cast<int>((out + kTileN - 1) / kTileN);
+  pr.p = p;
+  pr.keep_scale = 1.0f / (1.0f - p);  // apply_dropout's expression
+  cudaStream_t stream = current_stream();
+  if (x.dtype == DType::bf16)
+    launch<__nv_bfloat16>(x_map, w_map, b, y, positive_bits, pr, key, stream);
+  else
+    launch<__half>(x_map, w_map, b, y, positive_bits, pr, key, stream);
+  return true;
+}
+
+void linear_relu_dropout_forward(const Tensor& x, const Tensor& w, const Tensor& b, float p,
+                                 const RngKey& key, Tensor& y, Tensor& positive_bits) {
+  constexpr const char* op = "linear_relu_dropout_forward";
+  detail::require_rank(op, "x", x, 2);
+  detail::require_rank(op, "w", w, 2);
+  const int64_t rows = x.dim(0), out = w.dim(0);
+  check_shape(op, "y", y, {rows, out});
+  detail::require_dropout_p(op, p);
+  detail::require_mask_bits(op, "positive_bits", positive_bits, rows, out, {{"y", &y}});
+  detail::require_on_gpu(op, {{"x", &x}, {"w", &w}, {"y", &y}, {"positive_bits", &positive_bits}});
+  if (fused_linear_relu_dropout_enabled() && !b.empty() && b.data != nullptr) {
+    check_shape(op, "b", b, {out});
+    detail::require_same_dtype(op, "w", w, "x", x);
+    detail::require_same_dtype(op, "b", b, "x", x);
+    detail::require_same_dtype(op, "y", y, "x", x);
+    check_shape(op, "w", w, {out, x.dim(1)});
+    if (fused_linear_relu_dropout(x, w, b, p, key, y, positive_bits)) return;
+  }
+  cuda::linear_relu_forward(x, w, b, y);
+  cuda::dropout_forward_positive_bits(y, y, p, key, positive_bits);
+}
+
+}  // namespace nmt::cuda
