@@ -16,6 +16,8 @@
 // place), and the bit is the rounded y > 0, as dropout_forward_positive_bits stores it.
 #include <cuda.h>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -35,7 +37,7 @@
 namespace nmt::cuda {
 namespace {
 
-EnvSwitch fused_switch("NMT_FUSED_FC1", /*default_on=*/true);
+EnvSwitch fused_switch("NMT_FUSED_FC1", /*default_on=*/false);
 
 constexpr int kTileM = 128, kTileN = 256, kTileK = 64, kStages = 4;
 constexpr int kConsumerWarps = 8, kThreads = (kConsumerWarps + 4) * 32;
@@ -45,7 +47,8 @@ constexpr size_t kSmemBytes = size_t{kStages} * kStageBytes + 2 * kStages * 8 + 
 
 struct Problem {
   int rows, out, k_blocks, m_tiles, tiles;
-  float p, keep_scale;
+  float keep_scale;
+  uint32_t threshold;  // dropout keeps an element where its 16-bit uniform >= threshold
 };
 
 // philox_block's inputs that do not depend on the block, from a key whose step was read.
@@ -77,6 +80,14 @@ __device__ __forceinline__ void set_max_registers() {
 }
 
 template <typename T>
+__device__ __forceinline__ T bit_cast_low(uint32_t bits) {
+  const uint16_t low = static_cast<uint16_t>(bits);
+  T v;
+  memcpy(&v, &low, 2);
+  return v;
+}
+
+template <typename T>
 __device__ __forceinline__ uint32_t pack_pair(T lo, T hi) {
   uint16_t a, b;
   memcpy(&a, &lo, 2);
@@ -84,17 +95,28 @@ __device__ __forceinline__ uint32_t pack_pair(T lo, T hi) {
   return static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);
 }
 
+// Whether each half of a packed pair of 16-bit floats (both >= 0 or -0) is > 0: bits 0 and 1.
+__device__ __forceinline__ uint32_t positive_pair(uint32_t pair) {
+  return ((pair & 0x7FFFu) != 0 ? 1u : 0u) | ((pair & 0x7FFF0000u) != 0 ? 2u : 0u);
+}
+
 // The tile's epilogue for this consumer thread: rows `row` and row + 8 of y, columns n0.. .
+// Per 32-column word: the draws, then each lane's pairs, then a transpose inside the quad so that
+// lane t4 stores chunk 4c + t4 of both rows as one 16-byte store.
 template <typename T>
 __device__ __forceinline__ void store_tile(const float (&d)[128], const T* __restrict__ bias,
                                            T* __restrict__ y, uint32_t* __restrict__ bits, int row,
                                            int n0, const Problem& pr, const DrawKey& dk) {
   const int lane = threadIdx.x % 32, t4 = lane % 4, quad = lane & ~3;
+  const int words_valid = min(kTileN / 32, (pr.out - n0) / 32);
+  T* y_rows[2] = {y + static_cast<int64_t>(row) * pr.out + n0 + 8 * t4,
+                  y + static_cast<int64_t>(row + 8) * pr.out + n0 + 8 * t4};
+  const bool row_ok[2] = {row < pr.rows, row + 8 < pr.rows};
 #pragma unroll
   for (int c = 0; c < kTileN / 32; ++c) {
+    if (c >= words_valid) break;  // the same for the whole warp
     const int col0 = n0 + 32 * c;
-    if (col0 >= pr.out) break;  // the same for the whole warp
-    uint32_t words[2][4];       // [row half][round]: word t4 of chunk 4c + ((t4 + round) & 3)
+    uint32_t words[2][4];  // [row half][round]: word t4 of chunk 4c + ((t4 + round) & 3)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint64_t block = (static_cast<uint64_t>(row + 8 * h) * pr.out + col0) / 8 + t4;
@@ -102,37 +124,49 @@ __device__ __forceinline__ void store_tile(const float (&d)[128], const T* __res
           philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), dk.c2, dk.c3,
                      dk.k0, dk.k1);
       const uint32_t mine[4] = {draw.v[0], draw.v[1], draw.v[2], draw.v[3]};
+      words[h][0] = select4(mine, t4);
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
+      for (int r = 1; r < 4; ++r)
         words[h][r] = __shfl_sync(0xFFFFFFFFu, select4(mine, (t4 - r) & 3), quad | ((t4 + r) & 3));
     }
-    uint32_t positive[2] = {0, 0};
+    uint32_t pairs[2][4];  // [row half][chunk q]: columns 8q + 2t4, + 1 as T, packed
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const int j = 4 * c + q, col = col0 + 8 * q + 2 * t4;
-      const float b0 = to_float(bias[col]), b1 = to_float(bias[col + 1]);
+      const int j = 4 * c + q;
+      const uint32_t bias_pair = *reinterpret_cast<const uint32_t*>(bias + col0 + 8 * q + 2 * t4);
+      const float b0 = to_float(bit_cast_low<T>(bias_pair)),
+                  b1 = to_float(bit_cast_low<T>(bias_pair >> 16));
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t word = select4(words[h], (q - t4) & 3);
-        const float s0 = dropout_half_uniform(word, 0) >= pr.p ? pr.keep_scale : 0.0f;
-        const float s1 = dropout_half_uniform(word, 1) >= pr.p ? pr.keep_scale : 0.0f;
-        const T y0 = from_float<T>(fmaxf(d[4 * j + 2 * h] + b0, 0.0f) * s0);
-        const T y1 = from_float<T>(fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f) * s1);
-        positive[h] |= (to_float(y0) > 0.0f ? 1u : 0u) << (8 * q + 2 * t4);
-        positive[h] |= (to_float(y1) > 0.0f ? 2u : 0u) << (8 * q + 2 * t4);
-        const int r = row + 8 * h;
-        if (r < pr.rows)
-          *reinterpret_cast<uint32_t*>(y + static_cast<int64_t>(r) * pr.out + col) =
-              pack_pair(y0, y1);
+        const float s0 = (word & 0xFFFFu) >= pr.threshold ? pr.keep_scale : 0.0f;
+        const float s1 = (word >> 16) >= pr.threshold ? pr.keep_scale : 0.0f;
+        pairs[h][q] = pack_pair(from_float<T>(fmaxf(d[4 * j + 2 * h] + b0, 0.0f) * s0),
+                                from_float<T>(fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f) * s1));
       }
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      uint32_t word = positive[h];
-      word |= __shfl_xor_sync(0xFFFFFFFFu, word, 1);
-      word |= __shfl_xor_sync(0xFFFFFFFFu, word, 2);
-      const int r = row + 8 * h;
-      if (t4 == (c & 3) && r < pr.rows) bits[(static_cast<int64_t>(r) * pr.out + col0) / 32] = word;
+      uint32_t positive = 0;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) positive |= positive_pair(pairs[h][q]) << (8 * q + 2 * t4);
+      positive |= __shfl_xor_sync(0xFFFFFFFFu, positive, 1);
+      positive |= __shfl_xor_sync(0xFFFFFFFFu, positive, 2);
+      if (t4 == (c & 3) && row_ok[h])
+        bits[(static_cast<int64_t>(row + 8 * h) * pr.out + col0) / 32] = positive;
+      // The quad's 4 x 4 transpose: lane t4 gathers chunk t4's pairs from the four lanes.
+      uint32_t received[4];
+      received[0] = select4(pairs[h], t4);
+#pragma unroll
+      for (int r = 1; r < 4; ++r)
+        received[r] =
+            __shfl_sync(0xFFFFFFFFu, select4(pairs[h], (t4 - r) & 3), quad | ((t4 + r) & 3));
+      uint4 out;
+      out.x = select4(received, (0 - t4) & 3);
+      out.y = select4(received, (1 - t4) & 3);
+      out.z = select4(received, (2 - t4) & 3);
+      out.w = select4(received, (3 - t4) & 3);
+      if (row_ok[h]) *reinterpret_cast<uint4*>(y_rows[h] + 32 * c) = out;
     }
   }
 }
@@ -306,8 +340,10 @@ bool fused_linear_relu_dropout(const Tensor& x, const Tensor& w, const Tensor& b
   pr.k_blocks = static_cast<int>((in + kTileK - 1) / kTileK);
   pr.m_tiles = static_cast<int>((rows + kTileM - 1) / kTileM);
   pr.tiles = pr.m_tiles * static_cast<int>((out + kTileN - 1) / kTileN);
-  pr.p = p;
   pr.keep_scale = 1.0f / (1.0f - p);  // apply_dropout's expression
+  // dropout_half_uniform(w) = w / 65536 >= p exactly where w >= ceil(p * 65536) (p * 65536 is
+  // exact in float).
+  pr.threshold = static_cast<uint32_t>(std::ceil(p * 65536.0f));
   cudaStream_t stream = current_stream();
   if (x.dtype == DType::bf16)
     launch<__nv_bfloat16>(x_map, w_map, b, y, positive_bits, pr, key, stream);

@@ -21,8 +21,9 @@ void linear_relu_dropout_forward(const Tensor& x, const Tensor& w, const Tensor&
 bool fused_linear_relu_dropout(const Tensor& x, const Tensor& w, const Tensor& b, float p,
                                const RngKey& key, Tensor& y, Tensor& positive_bits);
 
-// Whether linear_relu_dropout_forward tries the fused kernel (on by default; NMT_FUSED_FC1=0 in
-// the environment or set_fused_linear_relu_dropout(false) keeps the two-kernel path).
+// Whether linear_relu_dropout_forward tries the fused kernel: off by default until it beats the
+// two-kernel path (docs/perf.md, session 25); NMT_FUSED_FC1=1 in the environment or
+// set_fused_linear_relu_dropout(true) turns it on.
 void set_fused_linear_relu_dropout(bool on);
 bool fused_linear_relu_dropout_enabled();
 
