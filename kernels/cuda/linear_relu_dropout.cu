@@ -14,6 +14,11 @@
 // chunk's draw: the word of its own two columns. One rounding: relu(acc + b) * scale rounds to T
 // once (the two-kernel path rounds twice; the results differ by at most one unit in the last
 // place), and the bit is the rounded y > 0, as dropout_forward_positive_bits stores it.
+//
+// Speed (docs/perf.md, session 25): the products alone beat cuBLASLt's by 14-27% at fc1's shapes,
+// but the epilogue runs between tiles on the consumers' 8 warps while the tensor cores wait, bound
+// by latency, and costs twice the products: the kernel is slower than the two it replaces, so
+// NMT_FUSED_FC1 is off by default until the epilogue overlaps the next tile's products.
 #include <cuda.h>
 
 #include <algorithm>
