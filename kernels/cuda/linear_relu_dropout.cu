@@ -44,11 +44,22 @@ namespace {
 
 EnvSwitch fused_switch("NMT_FUSED_FC1", /*default_on=*/false);
 
-constexpr int kTileM = 128, kTileN = 256, kTileK = 64, kStages = 4;
-constexpr int kConsumerWarps = 8, kThreads = (kConsumerWarps + 4) * 32;
+constexpr int kTileM = 128, kTileN = 256, kTileK = 64, kStages = 3;
+// Warps 0-7: the consumers; warp 8: the producer; warps 9-11: the epilogue. 384 threads leave 168
+// registers a thread, what the consumers' 128 accumulators need (ptxas allocates for the block's
+// launch size, so a fourth warpgroup would cut every thread to 128, too few for m64n256k16).
+constexpr int kConsumerThreads = 256, kEpilogueWarps = 3, kThreads = 384;
 constexpr int kABytes = kTileM * kTileK * 2, kBBytes = kTileN * kTileK * 2;
 constexpr int kStageBytes = kABytes + kBBytes;
-constexpr size_t kSmemBytes = size_t{kStages} * kStageBytes + 2 * kStages * 8 + 1024;
+// The staging tile: relu(acc + b) as T, [128][264] (8 elements of padding a row, so that the
+// consumers' 4-byte writes of 8 rows x 4 lanes fall in 32 different banks).
+constexpr int kStagingStride = kTileN + 8;
+constexpr int kStagingBytes = kTileM * kStagingStride * 2;
+constexpr size_t kSmemBytes =
+    size_t{kStages} * kStageBytes + kStagingBytes + 2 * kStages * 8 + 1024;
+// Named barriers between the consumers and the epilogue warpgroup (0 is __syncthreads).
+constexpr int kStagingFull = 1, kStagingEmpty = 2,
+              kStagingThreads = kConsumerThreads + 32 * kEpilogueWarps;
 
 struct Problem {
   int rows, out, k_blocks, m_tiles, tiles;
@@ -68,110 +79,97 @@ __device__ __forceinline__ DrawKey draw_key(const RngKey& key) {
                  static_cast<uint32_t>(key.seed >> 32)};
 }
 
-__device__ __forceinline__ uint32_t select4(const uint32_t (&v)[4], int i) {
-  return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-
-// The warpgroup's register budget from here on (setmaxnreg): the producer gives registers back,
-// the consumers take them for their 128 accumulators and the epilogue.
-template <bool kIncrease, int kRegisters>
-__device__ __forceinline__ void set_max_registers() {
-#if NMT_WGMMA_AVAILABLE
-  if constexpr (kIncrease)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-  else
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-#endif
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 template <typename T>
-__device__ __forceinline__ T bit_cast_low(uint32_t bits) {
-  const uint16_t low = static_cast<uint16_t>(bits);
+__device__ __forceinline__ uint32_t pack2_rounded(float lo, float hi) {
+  const T a = from_float<T>(lo), b = from_float<T>(hi);
+  uint16_t ua, ub;
+  memcpy(&ua, &a, 2);
+  memcpy(&ub, &b, 2);
+  return static_cast<uint32_t>(ua) | (static_cast<uint32_t>(ub) << 16);
+}
+
+template <typename T>
+__device__ __forceinline__ float low_half(uint32_t pair) {
+  const uint16_t u = static_cast<uint16_t>(pair);
   T v;
-  memcpy(&v, &low, 2);
-  return v;
+  memcpy(&v, &u, 2);
+  return to_float(v);
 }
 
+// A consumer thread's share of a tile into the staging tile: relu(acc + b) rounded to T (what
+// cuBLASLt's bias + ReLU epilogue stores), rows `local_row` and local_row + 8, columns n0.. .
 template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(T lo, T hi) {
-  uint16_t a, b;
-  memcpy(&a, &lo, 2);
-  memcpy(&b, &hi, 2);
-  return static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);
-}
-
-// Whether each half of a packed pair of 16-bit floats (both >= 0 or -0) is > 0: bits 0 and 1.
-__device__ __forceinline__ uint32_t positive_pair(uint32_t pair) {
-  return ((pair & 0x7FFFu) != 0 ? 1u : 0u) | ((pair & 0x7FFF0000u) != 0 ? 2u : 0u);
-}
-
-// The tile's epilogue for this consumer thread: rows `row` and row + 8 of y, columns n0.. .
-// Per 32-column word: the draws, then each lane's pairs, then a transpose inside the quad so that
-// lane t4 stores chunk 4c + t4 of both rows as one 16-byte store.
-template <typename T>
-__device__ __forceinline__ void store_tile(const float (&d)[128], const T* __restrict__ bias,
-                                           T* __restrict__ y, uint32_t* __restrict__ bits, int row,
-                                           int n0, const Problem& pr, const DrawKey& dk) {
-  const int lane = threadIdx.x % 32, t4 = lane % 4, quad = lane & ~3;
-  const int words_valid = min(kTileN / 32, (pr.out - n0) / 32);
-  T* y_rows[2] = {y + static_cast<int64_t>(row) * pr.out + n0 + 8 * t4,
-                  y + static_cast<int64_t>(row + 8) * pr.out + n0 + 8 * t4};
-  const bool row_ok[2] = {row < pr.rows, row + 8 < pr.rows};
+__device__ __forceinline__ void stage_tile(const float (&d)[128], const T* __restrict__ bias,
+                                           T* staging, int local_row, int n0, int out) {
+  const int t4 = threadIdx.x % 4;
+  uint32_t* row0 = reinterpret_cast<uint32_t*>(staging + local_row * kStagingStride) + t4;
+  uint32_t* row8 = reinterpret_cast<uint32_t*>(staging + (local_row + 8) * kStagingStride) + t4;
 #pragma unroll
-  for (int c = 0; c < kTileN / 32; ++c) {
-    if (c >= words_valid) break;  // the same for the whole warp
-    const int col0 = n0 + 32 * c;
-    uint32_t words[2][4];  // [row half][round]: word t4 of chunk 4c + ((t4 + round) & 3)
+  for (int j = 0; j < kTileN / 8; ++j) {
+    const int col = n0 + 8 * j + 2 * t4;
+    const uint32_t bias_pair =
+        col < out ? *reinterpret_cast<const uint32_t*>(bias + col) : 0u;  // out % 32 == 0
+    const float b0 = low_half<T>(bias_pair), b1 = low_half<T>(bias_pair >> 16);
+    row0[4 * j] = pack2_rounded<T>(fmaxf(d[4 * j] + b0, 0.0f), fmaxf(d[4 * j + 1] + b1, 0.0f));
+    row8[4 * j] = pack2_rounded<T>(fmaxf(d[4 * j + 2] + b0, 0.0f), fmaxf(d[4 * j + 3] + b1, 0.0f));
+  }
+}
+
+// The epilogue warpgroup's pass over a staged tile: dropout (the Philox block of each 8-element
+// chunk, dropout_kernel's draw), y's 16-byte stores and the bits of y > 0. Epilogue warp w takes
+// rows 2w, 2w + 1, then 6 further, ..., two at a time; lane l chunk l of a row (columns n0 + 8l).
+template <typename T>
+__device__ __forceinline__ void drain_tile(const T* staging, T* __restrict__ y,
+                                           uint32_t* __restrict__ bits, int m0, int n0,
+                                           const Problem& pr, const DrawKey& dk) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 9;
+  const int col = n0 + 8 * lane;
+  const bool col_ok = col < pr.out;
+#pragma unroll 1
+  for (int local = 2 * warp; local < kTileM; local += 2 * kEpilogueWarps) {
+    uint4 in[2];
+    Philox4 draw[2];
+    int64_t first[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint64_t block = (static_cast<uint64_t>(row + 8 * h) * pr.out + col0) / 8 + t4;
-      const Philox4 draw =
-          philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), dk.c2, dk.c3,
-                     dk.k0, dk.k1);
-      const uint32_t mine[4] = {draw.v[0], draw.v[1], draw.v[2], draw.v[3]};
-      words[h][0] = select4(mine, t4);
-#pragma unroll
-      for (int r = 1; r < 4; ++r)
-        words[h][r] = __shfl_sync(0xFFFFFFFFu, select4(mine, (t4 - r) & 3), quad | ((t4 + r) & 3));
+      const int r = min(local + h, kTileM - 1);  // 128 rows = 21 pairs and a single
+      in[h] = *reinterpret_cast<const uint4*>(staging + r * kStagingStride + 8 * lane);
+      first[h] = static_cast<int64_t>(m0 + r) * pr.out + col;
+      const uint64_t block = static_cast<uint64_t>(first[h]) / 8;
+      draw[h] = philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), dk.c2,
+                           dk.c3, dk.k0, dk.k1);
     }
-    uint32_t pairs[2][4];  // [row half][chunk q]: columns 8q + 2t4, + 1 as T, packed
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int j = 4 * c + q;
-      const uint32_t bias_pair = *reinterpret_cast<const uint32_t*>(bias + col0 + 8 * q + 2 * t4);
-      const float b0 = to_float(bit_cast_low<T>(bias_pair)),
-                  b1 = to_float(bit_cast_low<T>(bias_pair >> 16));
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t pairs[4] = {in[h].x, in[h].y, in[h].z, in[h].w};
+      uint32_t out_pairs[4], positive = 0;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t word = select4(words[h], (q - t4) & 3);
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t word = draw[h].v[k];
         const float s0 = (word & 0xFFFFu) >= pr.threshold ? pr.keep_scale : 0.0f;
         const float s1 = (word >> 16) >= pr.threshold ? pr.keep_scale : 0.0f;
-        pairs[h][q] = pack_pair(from_float<T>(fmaxf(d[4 * j + 2 * h] + b0, 0.0f) * s0),
-                                from_float<T>(fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f) * s1));
+        out_pairs[k] =
+            pack2_rounded<T>(low_half<T>(pairs[k]) * s0, low_half<T>(pairs[k] >> 16) * s1);
+        positive |= ((out_pairs[k] & 0x7FFFu) != 0 ? 1u : 0u) << (2 * k);
+        positive |= ((out_pairs[k] & 0x7FFF0000u) != 0 ? 2u : 0u) << (2 * k);
       }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      uint32_t positive = 0;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) positive |= positive_pair(pairs[h][q]) << (8 * q + 2 * t4);
-      positive |= __shfl_xor_sync(0xFFFFFFFFu, positive, 1);
-      positive |= __shfl_xor_sync(0xFFFFFFFFu, positive, 2);
-      if (t4 == (c & 3) && row_ok[h])
-        bits[(static_cast<int64_t>(row + 8 * h) * pr.out + col0) / 32] = positive;
-      // The quad's 4 x 4 transpose: lane t4 gathers chunk t4's pairs from the four lanes.
-      uint32_t received[4];
-      received[0] = select4(pairs[h], t4);
-#pragma unroll
-      for (int r = 1; r < 4; ++r)
-        received[r] =
-            __shfl_sync(0xFFFFFFFFu, select4(pairs[h], (t4 - r) & 3), quad | ((t4 + r) & 3));
-      uint4 out;
-      out.x = select4(received, (0 - t4) & 3);
-      out.y = select4(received, (1 - t4) & 3);
-      out.z = select4(received, (2 - t4) & 3);
-      out.w = select4(received, (3 - t4) & 3);
-      if (row_ok[h]) *reinterpret_cast<uint4*>(y_rows[h] + 32 * c) = out;
+      // Lanes 4q..4q+3 hold the four bytes of one 32-bit word of the mask.
+      uint32_t word = positive << (8 * (lane % 4));
+      word |= __shfl_xor_sync(0xFFFFFFFFu, word, 1);
+      word |= __shfl_xor_sync(0xFFFFFFFFu, word, 2);
+      const bool row_ok = local + h < kTileM && m0 + local + h < pr.rows;
+      if (row_ok && col_ok) {
+        *reinterpret_cast<uint4*>(y + first[h]) =
+            make_uint4(out_pairs[0], out_pairs[1], out_pairs[2], out_pairs[3]);
+        if (lane % 4 == 0) bits[first[h] / 32] = word;
+      }
     }
   }
 }
@@ -185,21 +183,33 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if NMT_WGMMA_AVAILABLE
   extern __shared__ unsigned char raw_smem[];
   unsigned char* smem = wgmma::align_to_swizzle(raw_smem);
-  auto* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  T* staging = reinterpret_cast<T*>(smem + kStages * kStageBytes);
+  auto* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes + kStagingBytes);
   uint64_t* empty = full + kStages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       tma::barrier_init(&full[s], 1);
-      tma::barrier_init(&empty[s], kConsumerWarps);
+      tma::barrier_init(&empty[s], kConsumerThreads / 32);
     }
     tma::barrier_init_fence();
   }
   __syncthreads();
 
-  if (warp >= kConsumerWarps) {  // the producer warpgroup: one lane issues every load
-    set_max_registers<false, 40>();
-    if (warp != kConsumerWarps || lane != 0) return;
+  if (warp >= 9) {  // the epilogue warps
+    const DrawKey dk = draw_key(key);
+    named_arrive(kStagingEmpty, kStagingThreads);  // the staging tile starts empty
+    for (int tile = blockIdx.x; tile < pr.tiles; tile += gridDim.x) {
+      const int m0 = (tile % pr.m_tiles) * kTileM, n0 = (tile / pr.m_tiles) * kTileN;
+      named_sync(kStagingFull, kStagingThreads);
+      drain_tile<T>(staging, y, bits, m0, n0, pr, dk);
+      if (tile + static_cast<int>(gridDim.x) < pr.tiles)
+        named_arrive(kStagingEmpty, kStagingThreads);
+    }
+    return;
+  }
+  if (warp == 8) {  // the producer warp: one lane issues every load
+    if (lane != 0) return;
     int stage = 0;
     uint32_t phase = 0;
     for (int tile = blockIdx.x; tile < pr.tiles; tile += gridDim.x) {
@@ -216,14 +226,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  set_max_registers<true, 232>();
   const int group = warp / 4;  // rows 64 * group .. of the tile
-  const DrawKey dk = draw_key(key);
   float d[128];
   int stage = 0;
   uint32_t phase = 0;
   for (int tile = blockIdx.x; tile < pr.tiles; tile += gridDim.x) {
-    const int m0 = (tile % pr.m_tiles) * kTileM, n0 = (tile / pr.m_tiles) * kTileN;
+    const int n0 = (tile / pr.m_tiles) * kTileN;
     int previous = -1;
     for (int kb = 0; kb < pr.k_blocks; ++kb) {
       tma::wait(&full[stage], phase);
@@ -243,7 +251,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::wait<0>();
     wgmma::hold(d);
     if (lane == 0) tma::arrive(&empty[previous]);
-    store_tile<T>(d, bias, y, bits, m0 + 64 * group + 16 * (warp % 4) + lane / 4, n0, pr, dk);
+    named_sync(kStagingEmpty, kStagingThreads);  // the epilogue has read the previous tile
+    stage_tile<T>(d, bias, staging, 64 * group + 16 * (warp % 4) + lane / 4, n0, pr.out);
+    named_arrive(kStagingFull, kStagingThreads);
   }
 #else
   (void)bias, (void)y, (void)bits, (void)pr, (void)key;
