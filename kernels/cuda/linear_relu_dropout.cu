@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -58,11 +59,13 @@ constexpr int kStagingBytes = kTileM * kStagingStride * 2;
 constexpr size_t kSmemBytes =
     size_t{kStages} * kStageBytes + kStagingBytes + 2 * kStages * 8 + 1024;
 // Named barriers between the consumers and the epilogue warpgroup (0 is __syncthreads).
-constexpr int kStagingFull = 1, kStagingEmpty = 2,
+constexpr int kStagingFull = 1, kStagingEmpty = 2, kConsumersStaged = 3,
               kStagingThreads = kConsumerThreads + 32 * kEpilogueWarps;
 
 struct Problem {
   int rows, out, k_blocks, m_tiles, tiles;
+  int epilogue_rows;  // rows 0.. of each staged tile the epilogue warps drain; the consumers the
+                      // rest
   float keep_scale;
   uint32_t threshold;  // dropout keeps an element where its 16-bit uniform >= threshold
 };
@@ -122,32 +125,34 @@ __device__ __forceinline__ void stage_tile(const float (&d)[128], const T* __res
   }
 }
 
-// The epilogue warpgroup's pass over a staged tile: dropout (the Philox block of each 8-element
-// chunk, dropout_kernel's draw), y's 16-byte stores and the bits of y > 0. Epilogue warp w takes
-// rows 2w, 2w + 1, then 6 further, ..., two at a time; lane l chunk l of a row (columns n0 + 8l).
-template <typename T>
-__device__ __forceinline__ void drain_tile(const T* staging, T* __restrict__ y,
+// The epilogue warps' pass over a staged tile: dropout (the Philox block of each 8-element chunk,
+// dropout_kernel's draw), y's 16-byte stores and the bits of y > 0. Epilogue warp w takes rows
+// w, w + 3, w + 6, ..., kDrainRows of them at a time (independent Philox chains for the warp to
+// interleave); lane l takes chunk l of a row (columns n0 + 8l ..). The consumers drain with
+// kDrainRows 2: their 128 accumulators stay live (the next product reads them), so more spills.
+template <typename T, int kWarps, int kDrainRows>
+__device__ __forceinline__ void drain_rows(const T* staging, T* __restrict__ y,
                                            uint32_t* __restrict__ bits, int m0, int n0,
-                                           const Problem& pr, const DrawKey& dk) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 9;
+                                           int row_begin, int row_end, int warp, const Problem& pr,
+                                           const DrawKey& dk) {
+  const int lane = threadIdx.x % 32;
   const int col = n0 + 8 * lane;
   const bool col_ok = col < pr.out;
 #pragma unroll 1
-  for (int local = 2 * warp; local < kTileM; local += 2 * kEpilogueWarps) {
-    uint4 in[2];
-    Philox4 draw[2];
-    int64_t first[2];
+  for (int base = row_begin + warp; base < row_end; base += kWarps * kDrainRows) {
+    uint4 in[kDrainRows];
+    Philox4 draw[kDrainRows];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = min(local + h, kTileM - 1);  // 128 rows = 21 pairs and a single
+    for (int h = 0; h < kDrainRows; ++h) {
+      const int r = min(base + kWarps * h, row_end - 1);
       in[h] = *reinterpret_cast<const uint4*>(staging + r * kStagingStride + 8 * lane);
-      first[h] = static_cast<int64_t>(m0 + r) * pr.out + col;
-      const uint64_t block = static_cast<uint64_t>(first[h]) / 8;
+      const uint64_t block = (static_cast<uint64_t>(m0 + r) * pr.out + col) / 8;
       draw[h] = philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), dk.c2,
                            dk.c3, dk.k0, dk.k1);
     }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < kDrainRows; ++h) {
+      const int r = base + kWarps * h;
       const uint32_t pairs[4] = {in[h].x, in[h].y, in[h].z, in[h].w};
       uint32_t out_pairs[4], positive = 0;
 #pragma unroll
@@ -164,11 +169,11 @@ __device__ __forceinline__ void drain_tile(const T* staging, T* __restrict__ y,
       uint32_t word = positive << (8 * (lane % 4));
       word |= __shfl_xor_sync(0xFFFFFFFFu, word, 1);
       word |= __shfl_xor_sync(0xFFFFFFFFu, word, 2);
-      const bool row_ok = local + h < kTileM && m0 + local + h < pr.rows;
-      if (row_ok && col_ok) {
-        *reinterpret_cast<uint4*>(y + first[h]) =
+      if (r < row_end && m0 + r < pr.rows && col_ok) {
+        const int64_t first = static_cast<int64_t>(m0 + r) * pr.out + col;
+        *reinterpret_cast<uint4*>(y + first) =
             make_uint4(out_pairs[0], out_pairs[1], out_pairs[2], out_pairs[3]);
-        if (lane % 4 == 0) bits[first[h] / 32] = word;
+        if (lane % 4 == 0) bits[first / 32] = word;
       }
     }
   }
@@ -202,7 +207,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int tile = blockIdx.x; tile < pr.tiles; tile += gridDim.x) {
       const int m0 = (tile % pr.m_tiles) * kTileM, n0 = (tile / pr.m_tiles) * kTileN;
       named_sync(kStagingFull, kStagingThreads);
-      drain_tile<T>(staging, y, bits, m0, n0, pr, dk);
+      drain_rows<T, kEpilogueWarps, 4>(staging, y, bits, m0, n0, 0, pr.epilogue_rows, warp - 9, pr,
+                                       dk);
       if (tile + static_cast<int>(gridDim.x) < pr.tiles)
         named_arrive(kStagingEmpty, kStagingThreads);
     }
@@ -227,11 +233,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   const int group = warp / 4;  // rows 64 * group .. of the tile
+  const DrawKey dk = draw_key(key);
   float d[128];
   int stage = 0;
   uint32_t phase = 0;
   for (int tile = blockIdx.x; tile < pr.tiles; tile += gridDim.x) {
-    const int n0 = (tile / pr.m_tiles) * kTileN;
+    const int m0 = (tile % pr.m_tiles) * kTileM, n0 = (tile / pr.m_tiles) * kTileN;
     int previous = -1;
     for (int kb = 0; kb < pr.k_blocks; ++kb) {
       tma::wait(&full[stage], phase);
@@ -254,6 +261,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     named_sync(kStagingEmpty, kStagingThreads);  // the epilogue has read the previous tile
     stage_tile<T>(d, bias, staging, 64 * group + 16 * (warp % 4) + lane / 4, n0, pr.out);
     named_arrive(kStagingFull, kStagingThreads);
+    if (pr.epilogue_rows < kTileM) {  // the consumers drain the rest themselves
+      named_sync(kConsumersStaged, kConsumerThreads);
+      drain_rows<T, kConsumerThreads / 32, 2>(staging, y, bits, m0, n0, pr.epilogue_rows, kTileM,
+                                              warp, pr, dk);
+    }
   }
 #else
   (void)bias, (void)y, (void)bits, (void)pr, (void)key;
@@ -358,6 +370,13 @@ bool fused_linear_relu_dropout(const Tensor& x, const Tensor& w, const Tensor& b
   pr.keep_scale = 1.0f / (1.0f - p);  // apply_dropout's expression
   // dropout_half_uniform(w) = w / 65536 >= p exactly where w >= ceil(p * 65536) (p * 65536 is
   // exact in float).
+  // The staged rows the epilogue warps drain while the consumers run the next tile's products;
+  // the consumers drain the others before they start it. Balanced from session 25's timings:
+  // a k-block's products take about 0.84 us, the epilogue warps drain a row in 0.15, the
+  // consumers in 0.056 (NMT_FC1_EPILOGUE_ROWS overrides, for measuring).
+  pr.epilogue_rows = std::min(kTileM, 4 * pr.k_blocks + 42);
+  if (const char* rows_text = std::getenv("NMT_FC1_EPILOGUE_ROWS"))
+    pr.epilogue_rows = std::max(0, std::min(kTileM, std::atoi(rows_text)));
   pr.threshold = static_cast<uint32_t>(std::ceil(p * 65536.0f));
   cudaStream_t stream = current_stream();
   if (x.dtype == DType::bf16)
