@@ -17,8 +17,8 @@ void linear_relu_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tens
 
 // y = dropout(max(x · Wᵀ + b, 0), p, key) and positive_bits: y > 0 as bits (the layout of
 // dropout_forward_positive_bits), for the ReLU tail of the backward. The CPU reference is
-// linear_relu_forward then dropout_forward_positive_bits; on a Hopper GPU one kernel of our own
-// with the whole tail in its epilogue (kernels/cuda/linear_relu_dropout.h), y rounded once.
+// linear_relu_forward then dropout_forward_positive_bits; on a Hopper GPU, where switched on, one
+// kernel of our own with the whole tail (kernels/cuda/linear_relu_dropout.h).
 // x: [rows, in]; w: [out, in]; b: [out] or empty; y: [rows, out];
 // positive_bits: [dropout_keep_bits_words(rows, out)] i32.
 void linear_relu_dropout_forward(const Tensor& x, const Tensor& w, const Tensor& b, float p,

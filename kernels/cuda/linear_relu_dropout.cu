@@ -1,29 +1,28 @@
-// The feed-forward block's first product with its whole tail in the epilogue:
-// y = dropout(max(x wᵀ + b, 0)) and the bits of y > 0, one kernel of our own on Hopper (TMA loads
-// into a 4-stage pipeline, m64n256k16 warpgroup products, persistent blocks), where the cuBLASLt
-// path writes relu(x wᵀ + b) and a dropout kernel reads and writes it again.
+// The feed-forward block's first product with its whole tail: y = dropout(max(x wᵀ + b, 0)) and
+// the bits of y > 0, one kernel of our own on Hopper, where the cuBLASLt path writes
+// relu(x wᵀ + b) and a dropout kernel reads and writes it again.
 //
-// Block: warps 0-7 are two consumer warpgroups, each the [64 x 256] half of a [128 x 256] tile of
-// y; warps 8-11 are the producer warpgroup, one lane of it issuing the TMA loads of x's [128 x 64]
-// and w's [256 x 64] slices into the stage a consumer released. The consumers keep one k-block's
-// products in flight and release a stage as soon as its products have completed.
-//
-// Epilogue, per 32-column word of a row (chunks 4c..4c+3 of 8 columns): lane t4 of a quad draws
-// the Philox block of chunk 4c + t4 (dropout_mask.cuh's block of eight flat elements; y's rows are
-// whole words because out % 32 == 0), and four rotating shuffles hand each lane word t4 of every
-// chunk's draw: the word of its own two columns. One rounding: relu(acc + b) * scale rounds to T
-// once (the two-kernel path rounds twice; the results differ by at most one unit in the last
-// place), and the bit is the rounded y > 0, as dropout_forward_positive_bits stores it.
+// Block (384 threads, persistent over [128 x 256] tiles of y):
+// - warp 8, the producer: one lane issues the TMA loads of x's [128 x 64] and w's [256 x 64]
+//   slices into a 3-stage ring (tma_pipeline.cuh);
+// - warps 0-7, two consumer warpgroups: m64n256k16 products (wgmma_wide.cuh) on their [64 x 256]
+//   halves, one k-block in flight, a stage released as soon as its products completed; then
+//   relu(acc + b) rounded to T into a shared-memory staging tile (what cuBLASLt's epilogue
+//   stores), and they drain its last 96 rows themselves before the next tile's products;
+// - warps 9-11, the epilogue: they drain the first 32 rows while the consumers run the next
+//   tile's products.
+// Draining a row: lane l takes its 8-element chunk, draws the chunk's Philox block (the draw of
+// dropout_kernel, dropout_mask.cuh), scales, rounds, stores 16 bytes of y and its byte of the
+// bits (four lanes a 32-bit word). So y and the bits are the two-kernel path's but for the
+// products' summation order.
 //
 // Speed (docs/perf.md, session 25): the products alone beat cuBLASLt's by 14-27% at fc1's shapes,
-// but the epilogue runs between tiles on the consumers' 8 warps while the tensor cores wait, bound
-// by latency, and costs twice the products: the kernel is slower than the two it replaces, so
-// NMT_FUSED_FC1 is off by default until the epilogue overlaps the next tile's products.
+// but draining costs about as much again, and the kernel only ties the two it replaces (base's
+// fc1 54 us against 55): NMT_FUSED_FC1 stays off by default.
 #include <cuda.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -128,8 +127,9 @@ __device__ __forceinline__ void stage_tile(const float (&d)[128], const T* __res
 // The epilogue warps' pass over a staged tile: dropout (the Philox block of each 8-element chunk,
 // dropout_kernel's draw), y's 16-byte stores and the bits of y > 0. Epilogue warp w takes rows
 // w, w + 3, w + 6, ..., kDrainRows of them at a time (independent Philox chains for the warp to
-// interleave); lane l takes chunk l of a row (columns n0 + 8l ..). The consumers drain with
-// kDrainRows 2: their 128 accumulators stay live (the next product reads them), so more spills.
+// interleave); lane l takes chunk l of a row (columns n0 + 8l ..). The consumers can drain 4 at a
+// time because a tile's first product only writes the accumulators (mma_n256_first): with a
+// read-write first product the 128 stayed live through the drain, and 4 rows spilled.
 template <typename T, int kWarps, int kDrainRows>
 __device__ __forceinline__ void drain_rows(const T* staging, T* __restrict__ y,
                                            uint32_t* __restrict__ bits, int m0, int n0,
@@ -239,19 +239,32 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t phase = 0;
   for (int tile = blockIdx.x; tile < pr.tiles; tile += gridDim.x) {
     const int m0 = (tile % pr.m_tiles) * kTileM, n0 = (tile / pr.m_tiles) * kTileN;
-    int previous = -1;
-    for (int kb = 0; kb < pr.k_blocks; ++kb) {
+    // k-block 0, peeled: its first product writes the accumulators (mma_n256_first), so the
+    // previous tile's are dead through the drain above it.
+    tma::wait(&full[stage], phase);
+    {
+      const unsigned char* a = smem + stage * kStageBytes + group * (64 * kTileK * 2);
+      const unsigned char* b = smem + stage * kStageBytes + kABytes;
+      wgmma::fence();
+      wgmma::mma_n256_first<T>(d, wgmma::desc_k_major(a, 0), wgmma::desc_k_major(b, 0));
+#pragma unroll
+      for (int s = 1; s < kTileK / 16; ++s)
+        wgmma::mma_n256<T>(d, wgmma::desc_k_major(a, s), wgmma::desc_k_major(b, s), true);
+      wgmma::commit();
+    }
+    int previous = stage;
+    if (++stage == kStages) stage = 0, phase ^= 1;
+    for (int kb = 1; kb < pr.k_blocks; ++kb) {
       tma::wait(&full[stage], phase);
       const unsigned char* a = smem + stage * kStageBytes + group * (64 * kTileK * 2);
       const unsigned char* b = smem + stage * kStageBytes + kABytes;
       wgmma::fence();
 #pragma unroll
       for (int s = 0; s < kTileK / 16; ++s)
-        wgmma::mma_n256<T>(d, wgmma::desc_k_major(a, s), wgmma::desc_k_major(b, s),
-                           kb > 0 || s > 0);
+        wgmma::mma_n256<T>(d, wgmma::desc_k_major(a, s), wgmma::desc_k_major(b, s), true);
       wgmma::commit();
       wgmma::wait<1>();  // the previous k-block's products are done with their stage
-      if (previous >= 0 && lane == 0) tma::arrive(&empty[previous]);
+      if (lane == 0) tma::arrive(&empty[previous]);
       previous = stage;
       if (++stage == kStages) stage = 0, phase ^= 1;
     }
@@ -263,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     named_arrive(kStagingFull, kStagingThreads);
     if (pr.epilogue_rows < kTileM) {  // the consumers drain the rest themselves
       named_sync(kConsumersStaged, kConsumerThreads);
-      drain_rows<T, kConsumerThreads / 32, 2>(staging, y, bits, m0, n0, pr.epilogue_rows, kTileM,
+      drain_rows<T, kConsumerThreads / 32, 4>(staging, y, bits, m0, n0, pr.epilogue_rows, kTileM,
                                               warp, pr, dk);
     }
   }
@@ -371,12 +384,9 @@ bool fused_linear_relu_dropout(const Tensor& x, const Tensor& w, const Tensor& b
   // dropout_half_uniform(w) = w / 65536 >= p exactly where w >= ceil(p * 65536) (p * 65536 is
   // exact in float).
   // The staged rows the epilogue warps drain while the consumers run the next tile's products;
-  // the consumers drain the others before they start it. Balanced from session 25's timings:
-  // a k-block's products take about 0.84 us, the epilogue warps drain a row in 0.15, the
-  // consumers in 0.056 (NMT_FC1_EPILOGUE_ROWS overrides, for measuring).
-  pr.epilogue_rows = std::min(kTileM, 4 * pr.k_blocks + 42);
-  if (const char* rows_text = std::getenv("NMT_FC1_EPILOGUE_ROWS"))
-    pr.epilogue_rows = std::max(0, std::min(kTileM, std::atoi(rows_text)));
+  // the consumers drain the other 96 before they start it. Measured best of 0-80 at all three of
+  // bench-kernels' fc1 shapes (docs/perf.md, session 25).
+  pr.epilogue_rows = 32;
   pr.threshold = static_cast<uint32_t>(std::ceil(p * 65536.0f));
   cudaStream_t stream = current_stream();
   if (x.dtype == DType::bf16)

@@ -9,7 +9,8 @@ namespace nmt::cuda {
 
 // y = dropout(max(x wᵀ + b, 0), p, key) and positive_bits (y > 0 as bits, the layout of
 // dropout_forward_positive_bits): the fused kernel where it runs, else linear_relu_forward followed
-// by dropout_forward_positive_bits (the same mask; y within one rounding of it).
+// by dropout_forward_positive_bits (the same mask and roundings; the products summed in another
+// order).
 // x: [rows, in] T; w: [out, in] T; b: [out] T or empty; y: [rows, out] T;
 // positive_bits: [dropout_keep_bits_words(rows, out)] i32.
 void linear_relu_dropout_forward(const Tensor& x, const Tensor& w, const Tensor& b, float p,

@@ -108,8 +108,8 @@ TEST_CASE(
         for (int64_t e = 0; e < n; ++e) {
           if (!dropout_keep(key, e, p) && got[e] != 0.0f) ++wrong_mask;
           if (bit(got_bits, e) != (got[e] > 0.0f)) ++wrong_bits;
-          // Two roundings against one, and the products summed in another order: a unit in the
-          // last place, or two where a sum sits on a rounding boundary.
+          // The products summed in another order: a unit in the last place, or two where a sum
+          // sits on a rounding boundary of both roundings.
           if (std::fabs(got[e] - two[e]) > 2 * ulp * std::fabs(two[e]) + 1e-6) ++far_two;
           if (std::fabs(got[e] - ref[e]) > ulp * std::fabs(ref[e]) + 1e-3) ++far_ref;
         }
