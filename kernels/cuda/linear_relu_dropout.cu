@@ -25,6 +25,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
@@ -36,6 +37,7 @@
 #include "kernels/cuda/tma_pipeline.cuh"
 #include "kernels/cuda/wgmma_wide.cuh"
 #include "kernels/env_switch.h"
+#include "kernels/half_bits.h"
 #include "kernels/op_checks.h"
 #include "kernels/philox.h"
 
@@ -135,6 +137,8 @@ __device__ __forceinline__ void drain_rows(const T* staging, T* __restrict__ y,
                                            uint32_t* __restrict__ bits, int m0, int n0,
                                            int row_begin, int row_end, int warp, const Problem& pr,
                                            const DrawKey& dk) {
+  constexpr uint32_t kInfinity =
+      std::is_same_v<T, __nv_bfloat16> ? kBf16InfinityBits : kF16InfinityBits;
   const int lane = threadIdx.x % 32;
   const int col = n0 + 8 * lane;
   const bool col_ok = col < pr.out;
@@ -162,8 +166,10 @@ __device__ __forceinline__ void drain_rows(const T* staging, T* __restrict__ y,
         const float s1 = (word >> 16) >= pr.threshold ? pr.keep_scale : 0.0f;
         out_pairs[k] =
             pack2_rounded<T>(low_half<T>(pairs[k]) * s0, low_half<T>(pairs[k] >> 16) * s1);
-        positive |= ((out_pairs[k] & 0x7FFFu) != 0 ? 1u : 0u) << (2 * k);
-        positive |= ((out_pairs[k] & 0x7FFF0000u) != 0 ? 2u : 0u) << (2 * k);
+        // y > 0 as dropout_kernel tests it: not for -0 or a NaN (f16's inf * 0 where acc + b
+        // overflowed and the element was dropped).
+        positive |= (half_bits_positive(out_pairs[k], kInfinity) ? 1u : 0u) << (2 * k);
+        positive |= (half_bits_positive(out_pairs[k] >> 16, kInfinity) ? 2u : 0u) << (2 * k);
       }
       // Lanes 4q..4q+3 hold the four bytes of one 32-bit word of the mask.
       uint32_t word = positive << (8 * (lane % 4));
@@ -364,7 +370,9 @@ bool fused_linear_relu_dropout(const Tensor& x, const Tensor& w, const Tensor& b
   const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
   if (x.dtype != DType::bf16 && x.dtype != DType::f16) return false;
   if (b.empty() || in % 8 != 0 || out % 32 != 0 || rows == 0 || in == 0) return false;
-  if (rows > (int64_t{1} << 30) / 2 || rows * out / 32 > int64_t{1} << 31) return false;
+  constexpr int64_t kIntLimit = (int64_t{1} << 31) - 256;  // the kernel's int rows, columns, k
+  if (rows > kIntLimit / 2 || out > kIntLimit || in > kIntLimit || rows * out / 32 > kIntLimit)
+    return false;
   if (!is_aligned16(x.data) || !is_aligned16(w.data) || !is_aligned16(y.data) ||
       reinterpret_cast<uintptr_t>(b.data) % 4 != 0 ||
       reinterpret_cast<uintptr_t>(positive_bits.data) % 4 != 0)
@@ -381,12 +389,12 @@ bool fused_linear_relu_dropout(const Tensor& x, const Tensor& w, const Tensor& b
   pr.m_tiles = static_cast<int>((rows + kTileM - 1) / kTileM);
   pr.tiles = pr.m_tiles * static_cast<int>((out + kTileN - 1) / kTileN);
   pr.keep_scale = 1.0f / (1.0f - p);  // apply_dropout's expression
-  // dropout_half_uniform(w) = w / 65536 >= p exactly where w >= ceil(p * 65536) (p * 65536 is
-  // exact in float).
   // The staged rows the epilogue warps drain while the consumers run the next tile's products;
   // the consumers drain the other 96 before they start it. Measured best of 0-80 at all three of
   // bench-kernels' fc1 shapes (docs/perf.md, session 25).
   pr.epilogue_rows = 32;
+  // dropout_half_uniform(w) = w / 65536 >= p exactly where w >= ceil(p * 65536) (p * 65536 is
+  // exact in float).
   pr.threshold = static_cast<uint32_t>(std::ceil(p * 65536.0f));
   cudaStream_t stream = current_stream();
   if (x.dtype == DType::bf16)

@@ -24,7 +24,8 @@ bool fused_linear_relu_dropout(const Tensor& x, const Tensor& w, const Tensor& b
 
 // Whether linear_relu_dropout_forward tries the fused kernel: off by default until it beats the
 // two-kernel path (docs/perf.md, session 25); NMT_FUSED_FC1=1 in the environment or
-// set_fused_linear_relu_dropout(true) turns it on.
+// set_fused_linear_relu_dropout(true) turns it on. Decide before a model's first training step: a
+// captured step graph keeps the path it recorded.
 void set_fused_linear_relu_dropout(bool on);
 bool fused_linear_relu_dropout_enabled();
 

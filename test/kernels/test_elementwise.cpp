@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "kernels/half_bits.h"
 #include "kernels/half_host.h"
 #include "test/kernels/kernel_test_util.h"
 #include "test/support/catch.h"
@@ -188,4 +189,21 @@ TEST_CASE("convert_tensor on the CPU: f32 <-> bf16/f16 through the host conversi
   std::vector<int32_t> ids(src.size());
   nmt::Tensor i32(ids.data(), nmt::DType::i32, nmt::Device::cpu, {n});
   CHECK_THROWS_AS(nmt::convert_tensor(s, i32), std::invalid_argument);
+}
+
+TEST_CASE("half_bits_positive is `> 0` of the 16-bit float, for every bit pattern", "[cpu]") {
+  int positives_bf16 = 0, positives_f16 = 0;
+  for (uint32_t bits = 0; bits < 0x10000u; ++bits) {
+    const auto h = static_cast<uint16_t>(bits);
+    const bool bf16 = nmt::half_bits_positive(bits, nmt::kBf16InfinityBits);
+    const bool f16 = nmt::half_bits_positive(bits, nmt::kF16InfinityBits);
+    REQUIRE(bf16 == (nmt::bf16_to_float(h) > 0.0f));
+    REQUIRE(f16 == (nmt::f16_to_float(h) > 0.0f));
+    // The high half of a packed pair is ignored.
+    REQUIRE(nmt::half_bits_positive(bits | 0xABCD0000u, nmt::kBf16InfinityBits) == bf16);
+    positives_bf16 += bf16;
+    positives_f16 += f16;
+  }
+  CHECK(positives_bf16 == 0x7F80);  // 1 .. +inf
+  CHECK(positives_f16 == 0x7C00);
 }
