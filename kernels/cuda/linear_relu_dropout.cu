@@ -29,6 +29,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/flash_attention/launch.cuh"
 #include "kernels/cuda/linear.h"
@@ -63,40 +64,22 @@ constexpr size_t kSmemBytes =
 constexpr int kStagingFull = 1, kStagingEmpty = 2, kConsumersStaged = 3,
               kStagingThreads = kConsumerThreads + 32 * kEpilogueWarps;
 
+// The staged rows 0.. that the epilogue warps drain while the consumers run the next tile's
+// products; the consumers drain the other 96 before they start it. The best of 0-80 at all three
+// of bench-kernels' fc1 shapes (docs/perf.md, session 25).
+constexpr int kEpilogueRows = 32;
+
 struct Problem {
   int rows, out, k_blocks, m_tiles, tiles;
-  int epilogue_rows;  // rows 0.. of each staged tile the epilogue warps drain; the consumers the
-                      // rest
   float keep_scale;
   uint32_t threshold;  // dropout keeps an element where its 16-bit uniform >= threshold
 };
-
-// philox_block's inputs that do not depend on the block, from a key whose step was read.
-struct DrawKey {
-  uint32_t c2, c3, k0, k1;
-};
-
-__device__ __forceinline__ DrawKey draw_key(const RngKey& key) {
-  const uint64_t step = rng_step(key);
-  return DrawKey{key.tensor_id ^ static_cast<uint32_t>(step >> 32) * 0x9E3779B9u,
-                 static_cast<uint32_t>(step), static_cast<uint32_t>(key.seed),
-                 static_cast<uint32_t>(key.seed >> 32)};
-}
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2_rounded(float lo, float hi) {
-  const T a = from_float<T>(lo), b = from_float<T>(hi);
-  uint16_t ua, ub;
-  memcpy(&ua, &a, 2);
-  memcpy(&ub, &b, 2);
-  return static_cast<uint32_t>(ua) | (static_cast<uint32_t>(ub) << 16);
 }
 
 template <typename T>
@@ -121,8 +104,8 @@ __device__ __forceinline__ void stage_tile(const float (&d)[128], const T* __res
     const uint32_t bias_pair =
         col < out ? *reinterpret_cast<const uint32_t*>(bias + col) : 0u;  // out % 32 == 0
     const float b0 = low_half<T>(bias_pair), b1 = low_half<T>(bias_pair >> 16);
-    row0[4 * j] = pack2_rounded<T>(fmaxf(d[4 * j] + b0, 0.0f), fmaxf(d[4 * j + 1] + b1, 0.0f));
-    row8[4 * j] = pack2_rounded<T>(fmaxf(d[4 * j + 2] + b0, 0.0f), fmaxf(d[4 * j + 3] + b1, 0.0f));
+    row0[4 * j] = pack2<T>(fmaxf(d[4 * j] + b0, 0.0f), fmaxf(d[4 * j + 1] + b1, 0.0f));
+    row8[4 * j] = pack2<T>(fmaxf(d[4 * j + 2] + b0, 0.0f), fmaxf(d[4 * j + 3] + b1, 0.0f));
   }
 }
 
@@ -136,7 +119,7 @@ template <typename T, int kWarps, int kDrainRows>
 __device__ __forceinline__ void drain_rows(const T* staging, T* __restrict__ y,
                                            uint32_t* __restrict__ bits, int m0, int n0,
                                            int row_begin, int row_end, int warp, const Problem& pr,
-                                           const DrawKey& dk) {
+                                           const RngKey& key) {
   constexpr uint32_t kInfinity =
       std::is_same_v<T, __nv_bfloat16> ? kBf16InfinityBits : kF16InfinityBits;
   const int lane = threadIdx.x % 32;
@@ -150,9 +133,7 @@ __device__ __forceinline__ void drain_rows(const T* staging, T* __restrict__ y,
     for (int h = 0; h < kDrainRows; ++h) {
       const int r = min(base + kWarps * h, row_end - 1);
       in[h] = *reinterpret_cast<const uint4*>(staging + r * kStagingStride + 8 * lane);
-      const uint64_t block = (static_cast<uint64_t>(m0 + r) * pr.out + col) / 8;
-      draw[h] = philox4x32(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), dk.c2,
-                           dk.c3, dk.k0, dk.k1);
+      draw[h] = dropout_block(key, (static_cast<uint64_t>(m0 + r) * pr.out + col) / 8);
     }
 #pragma unroll
     for (int h = 0; h < kDrainRows; ++h) {
@@ -164,8 +145,7 @@ __device__ __forceinline__ void drain_rows(const T* staging, T* __restrict__ y,
         const uint32_t word = draw[h].v[k];
         const float s0 = (word & 0xFFFFu) >= pr.threshold ? pr.keep_scale : 0.0f;
         const float s1 = (word >> 16) >= pr.threshold ? pr.keep_scale : 0.0f;
-        out_pairs[k] =
-            pack2_rounded<T>(low_half<T>(pairs[k]) * s0, low_half<T>(pairs[k] >> 16) * s1);
+        out_pairs[k] = pack2<T>(low_half<T>(pairs[k]) * s0, low_half<T>(pairs[k] >> 16) * s1);
         // y > 0 as dropout_kernel tests it: not for -0 or a NaN (f16's inf * 0 where acc + b
         // overflowed and the element was dropped).
         positive |= (half_bits_positive(out_pairs[k], kInfinity) ? 1u : 0u) << (2 * k);
@@ -208,13 +188,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (warp >= 9) {  // the epilogue warps
-    const DrawKey dk = draw_key(key);
+    const RngKey drawn = with_step_read(key);
     named_arrive(kStagingEmpty, kStagingThreads);  // the staging tile starts empty
     for (int tile = blockIdx.x; tile < pr.tiles; tile += gridDim.x) {
       const int m0 = (tile % pr.m_tiles) * kTileM, n0 = (tile / pr.m_tiles) * kTileN;
       named_sync(kStagingFull, kStagingThreads);
-      drain_rows<T, kEpilogueWarps, 4>(staging, y, bits, m0, n0, 0, pr.epilogue_rows, warp - 9, pr,
-                                       dk);
+      drain_rows<T, kEpilogueWarps, 4>(staging, y, bits, m0, n0, 0, kEpilogueRows, warp - 9, pr,
+                                       drawn);
       if (tile + static_cast<int>(gridDim.x) < pr.tiles)
         named_arrive(kStagingEmpty, kStagingThreads);
     }
@@ -239,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   const int group = warp / 4;  // rows 64 * group .. of the tile
-  const DrawKey dk = draw_key(key);
+  const RngKey drawn = with_step_read(key);
   float d[128];
   int stage = 0;
   uint32_t phase = 0;
@@ -280,11 +260,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     named_sync(kStagingEmpty, kStagingThreads);  // the epilogue has read the previous tile
     stage_tile<T>(d, bias, staging, 64 * group + 16 * (warp % 4) + lane / 4, n0, pr.out);
     named_arrive(kStagingFull, kStagingThreads);
-    if (pr.epilogue_rows < kTileM) {  // the consumers drain the rest themselves
-      named_sync(kConsumersStaged, kConsumerThreads);
-      drain_rows<T, kConsumerThreads / 32, 4>(staging, y, bits, m0, n0, pr.epilogue_rows, kTileM,
-                                              warp, pr, dk);
-    }
+    named_sync(kConsumersStaged, kConsumerThreads);  // the consumers drain the rest themselves
+    drain_rows<T, kConsumerThreads / 32, 4>(staging, y, bits, m0, n0, kEpilogueRows, kTileM, warp,
+                                            pr, drawn);
   }
 #else
   (void)bias, (void)y, (void)bits, (void)pr, (void)key;
@@ -328,16 +306,6 @@ bool make_map(CUtensorMap* map, DType t, const void* base, int64_t inner, int64_
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-int multiprocessors() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
-  }();
-  return count;
-}
-
 template <typename T>
 void launch(const CUtensorMap& x_map, const CUtensorMap& w_map, const Tensor& b, Tensor& y,
             Tensor& bits, const Problem& pr, const RngKey& key, cudaStream_t stream) {
@@ -348,7 +316,7 @@ void launch(const CUtensorMap& x_map, const CUtensorMap& w_map, const Tensor& b,
     return true;
   }();
   (void)configured;
-  const int grid = std::min(pr.tiles, multiprocessors());
+  const int grid = std::min(pr.tiles, multiprocessor_count());
   linear_relu_dropout_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(
       x_map, w_map, static_cast<const T*>(b.data), static_cast<T*>(y.data),
       static_cast<uint32_t*>(bits.data), pr, key);
@@ -389,10 +357,6 @@ bool fused_linear_relu_dropout(const Tensor& x, const Tensor& w, const Tensor& b
   pr.m_tiles = static_cast<int>((rows + kTileM - 1) / kTileM);
   pr.tiles = pr.m_tiles * static_cast<int>((out + kTileN - 1) / kTileN);
   pr.keep_scale = 1.0f / (1.0f - p);  // apply_dropout's expression
-  // The staged rows the epilogue warps drain while the consumers run the next tile's products;
-  // the consumers drain the other 96 before they start it. Measured best of 0-80 at all three of
-  // bench-kernels' fc1 shapes (docs/perf.md, session 25).
-  pr.epilogue_rows = 32;
   // dropout_half_uniform(w) = w / 65536 >= p exactly where w >= ceil(p * 65536) (p * 65536 is
   // exact in float).
   pr.threshold = static_cast<uint32_t>(std::ceil(p * 65536.0f));
