@@ -103,6 +103,15 @@ GpuTensor upload_i32(const std::vector<int32_t>& values, const std::vector<int64
   return t;
 }
 
+std::vector<int32_t> download_i32(const Tensor& t) {
+  REQUIRE(t.dtype == DType::i32);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<int32_t> values(static_cast<size_t>(t.numel()));
+  if (!values.empty())
+    CUDA_CHECK(cudaMemcpy(values.data(), t.data, values.size() * 4, cudaMemcpyDeviceToHost));
+  return values;
+}
+
 std::vector<float> download(const Tensor& t) {
   CUDA_CHECK(cudaDeviceSynchronize());
   const size_t n = static_cast<size_t>(t.numel()), es = dtype_size(t.dtype);

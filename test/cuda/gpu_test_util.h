@@ -54,6 +54,8 @@ GpuTensor upload(const std::vector<float>& values, const std::vector<int64_t>& s
 GpuTensor upload_i32(const std::vector<int32_t>& values, const std::vector<int64_t>& shape);
 // Synchronises the device and returns the elements as float.
 std::vector<float> download(const Tensor& t);
+// Synchronises the device and returns an i32 tensor's elements (masks saved as bit words).
+std::vector<int32_t> download_i32(const Tensor& t);
 
 Tensor cpu_view(std::vector<float>& values, const std::vector<int64_t>& shape);
 Tensor cpu_view_i32(std::vector<int32_t>& values, const std::vector<int64_t>& shape);

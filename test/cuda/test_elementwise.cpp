@@ -93,14 +93,6 @@ TEST_CASE("cuda dropout draws the CPU's masks", "[cuda][elementwise][dropout]") 
         }
 }
 
-// The words of a positive-bits mask as the GPU stored them (synchronises).
-std::vector<int32_t> download_words(const Tensor& words) {
-  std::vector<int32_t> out(static_cast<size_t>(words.numel()));
-  REQUIRE(cudaMemcpy(out.data(), words.data, out.size() * sizeof(int32_t),
-                     cudaMemcpyDeviceToHost) == cudaSuccess);
-  return out;
-}
-
 TEST_CASE("cuda dropout_forward_positive_bits: dropout_forward's output and the CPU's bits",
           "[cuda][elementwise][dropout]") {
   // x of both signs with zeros among them (relu-like), so y > 0 is neither x != 0 nor the keep
@@ -135,11 +127,11 @@ TEST_CASE("cuda dropout_forward_positive_bits: dropout_forward's output and the 
           std::vector<int32_t> expected(words, 0);  // from the GPU's own y, rounded to T
           for (int64_t e = 0; e < n; ++e)
             if (got[e] > 0.0f) expected[e / 32] |= static_cast<int32_t>(1u << (e % 32));
-          CHECK(download_words(bits.view) == expected);
+          CHECK(download_i32(bits.view) == expected);
           // In place (y over x), as the feed-forward block runs it.
           cuda::dropout_forward_positive_bits(gx.view, gx.view, p, key, bits.view);
           check_identical("y over x", download(gx.view), got);
-          CHECK(download_words(bits.view) == expected);
+          CHECK(download_i32(bits.view) == expected);
         }
 }
 

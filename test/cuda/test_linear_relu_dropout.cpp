@@ -21,13 +21,6 @@
 namespace nmt::test {
 namespace {
 
-std::vector<int32_t> download_words(const Tensor& words) {
-  std::vector<int32_t> out(static_cast<size_t>(words.numel()));
-  REQUIRE(cudaMemcpy(out.data(), words.data, out.size() * sizeof(int32_t),
-                     cudaMemcpyDeviceToHost) == cudaSuccess);
-  return out;
-}
-
 bool bit(const std::vector<int32_t>& words, int64_t e) {
   return ((static_cast<uint32_t>(words[e / 32]) >> (e % 32)) & 1u) != 0;
 }
@@ -93,7 +86,7 @@ TEST_CASE(
                                           bits2.view);
         cuda::set_fused_linear_relu_dropout(true);
         const std::vector<float> got = download(y.view), two = download(y2.view);
-        const std::vector<int32_t> got_bits = download_words(bits.view);
+        const std::vector<int32_t> got_bits = download_i32(bits.view);
 
         // The CPU reference in f32 on the same (rounded) inputs.
         std::vector<float> ref(n);
@@ -119,7 +112,7 @@ TEST_CASE(
         CHECK(far_ref == 0);
         // The bits agree with the two-kernel path's and the CPU's but where y sits at 0 within
         // the products' rounding (a sum of both signs that the orders round apart).
-        const std::vector<int32_t> two_bits = download_words(bits2.view);
+        const std::vector<int32_t> two_bits = download_i32(bits2.view);
         int64_t differ = 0;
         for (int64_t e = 0; e < n; ++e)
           if (bit(got_bits, e) != bit(ref_bits, e) || bit(got_bits, e) != bit(two_bits, e))
@@ -143,7 +136,7 @@ TEST_CASE(
     return;
   }
   const std::vector<float> expected = download(y.view);
-  const std::vector<int32_t> expected_bits = download_words(bits.view);
+  const std::vector<int32_t> expected_bits = download_i32(bits.view);
 
   // The step in device memory (the training graphs' key), replayed from a captured graph.
   const uint64_t step = host_key.step;
@@ -163,7 +156,7 @@ TEST_CASE(
   CHECK(graph.nodes() == 1);  // one kernel: the product and its whole tail
   graph.launch(stream.get());
   check_identical("y from the captured graph", download(y2.view), expected);
-  CHECK(download_words(bits2.view) == expected_bits);
+  CHECK(download_i32(bits2.view) == expected_bits);
 
   // Off 16 bytes (x shifted by one element): the fused kernel declines, the two-kernel path runs.
   GpuTensor shifted = upload(inputs.xs, {rows, in}, DType::bf16, 1);

@@ -13,16 +13,6 @@
 #include "test/support/catch.h"
 
 namespace nmt::test {
-namespace {
-
-std::vector<int32_t> read_back(const Tensor& t) {
-  std::vector<int32_t> out(static_cast<size_t>(t.numel()));
-  REQUIRE(cudaMemcpy(out.data(), t.data, out.size() * sizeof(int32_t), cudaMemcpyDeviceToHost) ==
-          cudaSuccess);
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("upload staging copies its parts in order, round after round", "[cuda][upload]") {
   const int64_t n = 1000;  // two parts of 1000 i32 at byte offsets 0 and 4096
@@ -46,7 +36,7 @@ TEST_CASE("upload staging copies its parts in order, round after round", "[cuda]
     REQUIRE(cudaStreamSynchronize(cuda::current_stream()) == cudaSuccess);
     std::vector<int32_t> expected = first;
     expected.insert(expected.end(), second.begin(), second.end());
-    CHECK(read_back(dst.view) == expected);
+    CHECK(download_i32(dst.view) == expected);
   }
 }
 
